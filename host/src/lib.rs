@@ -1,0 +1,7 @@
+//! sunk: one pool of compute for Slurm and Kubernetes.
+//!
+//! Each module has one job; the policy runtime knows nothing of Kubernetes and the Slurm client
+//! knows nothing of policies. Controllers (`scheduler`) talk to both through narrow types.
+
+pub mod cli;
+pub mod policy;

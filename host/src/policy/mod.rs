@@ -1,0 +1,1 @@
+//! The WebAssembly policy runtime.
