@@ -4,4 +4,8 @@
 //! knows nothing of policies. Controllers (`scheduler`) talk to both through narrow types.
 
 pub mod cli;
+mod failpoint;
+pub mod kube;
 pub mod policy;
+pub mod scheduler;
+pub mod slurm;

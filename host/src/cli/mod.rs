@@ -1,7 +1,46 @@
 //! The `sunk` command line.
 
+mod host;
+
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "sunk", version, about = "Runs Slurm and Kubernetes on one pool of compute")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the host controller: the pod scheduler (and, later, the NodeSet controller and syncer).
+    Host(host::HostArgs),
+}
+
 pub fn main() -> ExitCode {
-    ExitCode::SUCCESS
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Host(args) => host::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sunk: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube_runtime=warn".into());
+    let json = std::env::var("SUNK_LOG_FORMAT").is_ok_and(|format| format == "json");
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
 }

@@ -1,0 +1,69 @@
+//! `sunk host`: the long-running controller.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::policy::{self, JobMapper};
+use crate::scheduler;
+use crate::slurm::{SlurmClient, TokenSigner};
+
+#[derive(Args)]
+pub struct HostArgs {
+    /// kubeconfig to use; without it, KUBECONFIG, ~/.kube/config or the in-cluster service account.
+    #[arg(long, env = "SUNK_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// slurmrestd's base URL.
+    #[arg(long, env = "SUNK_SLURM_URL", default_value = "http://127.0.0.1:6820")]
+    slurm_url: String,
+    /// The cluster's JWT key (AuthAltParameters=jwt_key=...); the host signs its own tokens with it.
+    #[arg(long, env = "SUNK_SLURM_JWT_KEY")]
+    slurm_jwt_key: PathBuf,
+    /// The Slurm user the host acts as. Placeholders carry an admin comment, so it must be an administrator.
+    #[arg(long, env = "SUNK_SLURM_USER", default_value = "root")]
+    slurm_user: String,
+    /// Pods with this `spec.schedulerName` are scheduled through Slurm.
+    #[arg(long, env = "SUNK_SCHEDULER_NAME", default_value = "sunk")]
+    scheduler_name: String,
+    /// How often Slurm's job list is polled, in milliseconds.
+    #[arg(long, env = "SUNK_POLL_INTERVAL_MS", default_value_t = 500)]
+    poll_interval_ms: u64,
+    /// Slurm's KillWait in seconds; pods must have a termination grace period at least 5 s shorter.
+    #[arg(long, env = "SUNK_SLURM_KILL_WAIT", default_value_t = 30)]
+    slurm_kill_wait: u32,
+    /// Account for placeholder jobs whose pod names none.
+    #[arg(long, env = "SUNK_DEFAULT_ACCOUNT")]
+    default_account: Option<String>,
+    /// Partition for placeholder jobs whose pod names none (Slurm's default partition when unset).
+    #[arg(long, env = "SUNK_DEFAULT_PARTITION")]
+    default_partition: Option<String>,
+}
+
+pub fn run(args: HostArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: HostArgs) -> anyhow::Result<()> {
+    let key = std::fs::read(&args.slurm_jwt_key)
+        .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
+    let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
+    let slurm = SlurmClient::new(&args.slurm_url, signer)?;
+    slurm.ping().await.with_context(|| format!("--slurm-url {}: slurmrestd does not answer", args.slurm_url))?;
+    let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
+    let mapper = JobMapper::bundled().context("loading the bundled job-mapper policy")?;
+    tracing::info!(digest = mapper.digest(), "job-mapper policy loaded");
+    let config = scheduler::Config {
+        scheduler_name: args.scheduler_name,
+        poll_interval: Duration::from_millis(args.poll_interval_ms.max(50)),
+        cluster: policy::Cluster {
+            partitions: Vec::new(),
+            default_partition: args.default_partition,
+            default_account: args.default_account,
+            kill_wait_seconds: args.slurm_kill_wait,
+        },
+    };
+    scheduler::run(client, slurm, mapper, config).await
+}

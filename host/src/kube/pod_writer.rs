@@ -1,0 +1,94 @@
+//! The writes a scheduler makes to pods it owns.
+
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+/// Binds, annotates and deletes pods, and records events about them.
+#[derive(Clone)]
+pub struct PodWriter {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl PodWriter {
+    pub fn new(client: Client, controller: &str) -> Self {
+        let reporter = Reporter { controller: controller.to_string(), instance: std::env::var("POD_NAME").ok() };
+        Self { recorder: Recorder::new(client.clone(), reporter), client }
+    }
+
+    fn api(&self, pod: &Pod) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default())
+    }
+
+    /// Binds the pod to a node (what kube-scheduler does through `pods/binding`).
+    pub async fn bind(&self, pod: &Pod, node: &str) -> kube::Result<()> {
+        let binding = Binding {
+            metadata: ObjectMeta { name: Some(pod.name_any()), uid: pod.uid(), ..Default::default() },
+            target: ObjectReference { kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
+        };
+        let body = serde_json::to_vec(&binding).map_err(kube::Error::SerdeError)?;
+        self.api(pod).create_subresource::<Binding>("binding", &pod.name_any(), &PostParams::default(), body).await?;
+        Ok(())
+    }
+
+    /// Sets `PodScheduled` (status, reason, message) unless it already says exactly that.
+    pub async fn set_scheduled_condition(&self, pod: &Pod, scheduled: bool, reason: &str, message: &str) -> kube::Result<()> {
+        let status = if scheduled { "True" } else { "False" };
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|status| status.conditions.as_ref())
+            .and_then(|conditions| conditions.iter().find(|condition| condition.type_ == "PodScheduled"));
+        if let Some(current) = current
+            && current.status == status
+            && current.reason.as_deref() == Some(reason)
+            && current.message.as_deref() == Some(message)
+        {
+            return Ok(());
+        }
+        let transitioned = current.is_none_or(|current| current.status != status);
+        let last_transition_time = if transitioned { Some(Time(Timestamp::now())) } else { current.and_then(|c| c.last_transition_time.clone()) };
+        let condition = PodCondition {
+            type_: "PodScheduled".into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            last_transition_time,
+            ..Default::default()
+        };
+        let patch = json!({ "status": { "conditions": [condition] } });
+        self.api(pod).patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await?;
+        Ok(())
+    }
+
+    /// Deletes the pod with its own grace period; a pod already gone (or replaced) is left alone.
+    pub async fn delete(&self, pod: &Pod) -> kube::Result<()> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: pod.uid(), resource_version: None }),
+            ..Default::default()
+        };
+        match self.api(pod).delete(&pod.name_any(), &params).await {
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// Records an event on the pod. Failing to record one is logged, never fatal.
+    pub async fn event(&self, pod: &Pod, warning: bool, reason: &str, action: &str, note: String) {
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &pod.object_ref(&())).await {
+            tracing::warn!(pod = %pod.name_any(), %error, "could not record event {reason}");
+        }
+    }
+}

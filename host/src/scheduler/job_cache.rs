@@ -1,0 +1,177 @@
+//! What Slurm says about sunk's placeholder jobs, refreshed by one incremental listing per poll
+//! (never one request per pod), and the pods to look at again when their job changed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::ObjectRef;
+
+use super::placeholder::PodKey;
+use crate::slurm::{Job, JobState, JobsPage, SlurmClient, SlurmError};
+
+/// A placeholder job as last seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placeholder {
+    pub pod: PodKey,
+    pub job: Job,
+}
+
+#[derive(Default)]
+struct State {
+    /// Placeholders by pod UID. Normally one; more only if something went wrong before.
+    by_pod: HashMap<String, Vec<Placeholder>>,
+    /// Jobs submitted by this host since the listing that is about to replace the cache began.
+    submitted: Vec<(Instant, Placeholder)>,
+    listed: bool,
+    last_update: Option<u64>,
+}
+
+/// Shared, cheaply cloned view of sunk's placeholder jobs.
+#[derive(Clone, Default)]
+pub struct JobCache {
+    state: Arc<RwLock<State>>,
+}
+
+impl JobCache {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// True once a complete listing has arrived: before that, "no job" means "not known yet".
+    pub fn is_listed(&self) -> bool {
+        self.read().listed
+    }
+
+    /// The placeholders of one pod.
+    pub fn for_pod(&self, uid: &str) -> Vec<Placeholder> {
+        self.read().by_pod.get(uid).cloned().unwrap_or_default()
+    }
+
+    /// Every placeholder that has not ended.
+    pub fn live(&self) -> Vec<Placeholder> {
+        let state = self.read();
+        state.by_pod.values().flatten().filter(|p| p.job.state() != JobState::Ended).cloned().collect()
+    }
+
+    /// Remembers a job this host just submitted, so that it is known before Slurm lists it.
+    pub fn record_submitted(&self, pod: PodKey, job_id: u32) {
+        let placeholder = Placeholder {
+            pod,
+            job: Job { job_id, job_state: vec!["PENDING".into()], ..Default::default() },
+        };
+        let mut state = self.write();
+        state.by_pod.entry(placeholder.pod.uid.clone()).or_default().push(placeholder.clone());
+        state.submitted.push((Instant::now(), placeholder));
+    }
+
+    /// Replaces the cache with a complete listing that began at `began`; returns the pods whose
+    /// placeholders changed.
+    fn replace(&self, jobs: Vec<Job>, last_update: u64, began: Instant) -> Vec<PodKey> {
+        let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
+        for job in jobs {
+            if let Some(pod) = PodKey::from_link(&job.admin_comment) {
+                by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job });
+            }
+        }
+        let mut state = self.write();
+        // A submission the listing may have missed stays until a later listing includes it.
+        state.submitted.retain(|(at, _)| *at >= began);
+        for (_, placeholder) in &state.submitted {
+            let jobs = by_pod.entry(placeholder.pod.uid.clone()).or_default();
+            if !jobs.iter().any(|known| known.job.job_id == placeholder.job.job_id) {
+                jobs.push(placeholder.clone());
+            }
+        }
+        let mut changed: Vec<PodKey> = by_pod
+            .iter()
+            .filter(|(uid, jobs)| state.by_pod.get(*uid) != Some(*jobs))
+            .filter_map(|(_, jobs)| jobs.first().map(|p| p.pod.clone()))
+            .collect();
+        changed.extend(
+            state.by_pod.iter().filter(|(uid, _)| !by_pod.contains_key(*uid)).filter_map(|(_, jobs)| jobs.first().map(|p| p.pod.clone())),
+        );
+        state.by_pod = by_pod;
+        state.listed = true;
+        if last_update > 0 {
+            state.last_update = Some(last_update);
+        }
+        changed
+    }
+
+    fn last_update(&self) -> Option<u64> {
+        self.read().last_update
+    }
+
+    /// Lists jobs once; returns the pods whose placeholders changed.
+    pub async fn refresh(&self, slurm: &SlurmClient) -> Result<Vec<PodKey>, SlurmError> {
+        let began = Instant::now();
+        match slurm.jobs(self.last_update()).await? {
+            JobsPage::Unchanged => Ok(Vec::new()),
+            JobsPage::All { jobs, last_update } => Ok(self.replace(jobs, last_update, began)),
+        }
+    }
+}
+
+/// Refreshes the cache every `interval` and asks for the changed pods to be reconciled.
+pub async fn poll(cache: JobCache, slurm: SlurmClient, interval: Duration, changed: UnboundedSender<ObjectRef<Pod>>) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match cache.refresh(&slurm).await {
+            Ok(pods) => {
+                for pod in pods {
+                    let _ = changed.unbounded_send(ObjectRef::new(&pod.name).within(&pod.namespace));
+                }
+            }
+            Err(error) => tracing::warn!(%error, "listing Slurm jobs failed; keeping the last known state"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u32, uid: &str, state: &str) -> Job {
+        let pod = PodKey { namespace: "ns".into(), name: format!("pod-{uid}"), uid: uid.into() };
+        Job { job_id: id, admin_comment: pod.link(), job_state: vec![state.into()], ..Default::default() }
+    }
+
+    #[test]
+    fn keeps_a_fresh_submission_that_the_listing_missed() {
+        let cache = JobCache::default();
+        let began = Instant::now();
+        let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
+        cache.record_submitted(pod, 7);
+        cache.replace(vec![job(3, "b", "RUNNING")], 100, began);
+        assert_eq!(cache.for_pod("a")[0].job.job_id, 7);
+        // A listing that began after the submission is the truth.
+        cache.replace(vec![job(3, "b", "RUNNING")], 101, Instant::now());
+        assert!(cache.for_pod("a").is_empty());
+    }
+
+    #[test]
+    fn reports_pods_whose_jobs_changed_and_ignores_foreign_jobs() {
+        let cache = JobCache::default();
+        let mut foreign = job(9, "x", "RUNNING");
+        foreign.admin_comment = String::new();
+        let changed = cache.replace(vec![job(1, "a", "PENDING"), foreign.clone()], 5, Instant::now());
+        assert_eq!(changed.len(), 1);
+        assert!(cache.is_listed());
+        let changed = cache.replace(vec![job(1, "a", "PENDING"), foreign], 6, Instant::now());
+        assert!(changed.is_empty());
+        let changed = cache.replace(vec![job(1, "a", "RUNNING")], 7, Instant::now());
+        assert_eq!(changed[0].uid, "a");
+        let changed = cache.replace(vec![], 8, Instant::now());
+        assert_eq!(changed[0].uid, "a");
+        assert_eq!(cache.last_update(), Some(8));
+    }
+}

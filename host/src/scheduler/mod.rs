@@ -1,0 +1,90 @@
+//! The pod scheduler: pods that name sunk as their scheduler become placeholder Slurm jobs, and are
+//! bound to the Kubernetes Node that hosts the slurmd of the Slurm node the job was given.
+
+mod job_cache;
+mod orphans;
+mod placeholder;
+mod pod_record;
+mod reconcile;
+mod slurmd_pods;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use kube::{Api, Client};
+
+pub use job_cache::{JobCache, Placeholder};
+pub use placeholder::PodKey;
+pub use pod_record::pod_record;
+pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
+
+use crate::kube::PodWriter;
+use crate::policy::{self, JobMapper, PolicyError};
+use crate::slurm::{SlurmClient, SlurmError};
+
+/// What the scheduler is told at start-up.
+pub struct Config {
+    /// Pods whose `spec.schedulerName` equals this are ours.
+    pub scheduler_name: String,
+    /// How often Slurm's job list is polled.
+    pub poll_interval: Duration,
+    /// What policies are told about the Slurm cluster.
+    pub cluster: policy::Cluster,
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    pub writer: PodWriter,
+    pub slurm: SlurmClient,
+    pub jobs: JobCache,
+    pub mapper: JobMapper,
+    pub slurmd: SlurmdPods,
+    pub cluster: policy::Cluster,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Slurm(#[from] SlurmError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+}
+
+/// Runs the scheduler until a termination signal arrives.
+pub async fn run(client: Client, slurm: SlurmClient, mapper: JobMapper, config: Config) -> anyhow::Result<()> {
+    let (slurmd_store, slurmd_writer) = reflector::store();
+    let slurmd_watch = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(SLURM_NODE_LABEL));
+    tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().touched_objects().for_each(|_| async {}));
+
+    let jobs = JobCache::default();
+    let (changed_tx, changed_rx) = futures::channel::mpsc::unbounded();
+    tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx));
+
+    let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
+    let controller = Controller::new(Api::<Pod>::all(client.clone()), ours).reconcile_on(changed_rx).shutdown_on_signal();
+    tokio::spawn(orphans::sweep(jobs.clone(), controller.store(), slurm.clone(), config.poll_interval * 4));
+
+    let ctx = Arc::new(Context {
+        writer: PodWriter::new(client, &config.scheduler_name),
+        slurm,
+        jobs,
+        mapper,
+        slurmd: SlurmdPods::new(slurmd_store),
+        cluster: config.cluster,
+    });
+    tracing::info!(scheduler = %config.scheduler_name, "pod scheduler running");
+    controller
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller");
+            }
+        })
+        .await;
+    Ok(())
+}

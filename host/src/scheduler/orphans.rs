@@ -1,0 +1,34 @@
+//! Cancels placeholders whose pod is gone: deleted while the host was down, deleted before its
+//! job was listed, or replaced by a pod of the same name.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::JobCache;
+use crate::slurm::SlurmClient;
+
+pub async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, interval: Duration) {
+    if pods.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut ticker = tokio::time::interval(interval);
+    loop {
+        ticker.tick().await;
+        if !jobs.is_listed() {
+            continue;
+        }
+        for placeholder in jobs.live() {
+            let key = &placeholder.pod;
+            let pod = pods.get(&ObjectRef::new(&key.name).within(&key.namespace));
+            if pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(key.uid.as_str())) {
+                continue;
+            }
+            tracing::info!(job = placeholder.job.job_id, pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
+            if let Err(error) = slurm.cancel(placeholder.job.job_id).await {
+                tracing::warn!(job = placeholder.job.job_id, %error, "could not cancel orphan placeholder");
+            }
+        }
+    }
+}

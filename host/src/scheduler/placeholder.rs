@@ -1,0 +1,85 @@
+//! The placeholder job that holds a pod's place in Slurm, and how a job names its pod.
+//!
+//! The link lives in `admin_comment` (only Slurm administrators can change it), so the host can
+//! re-associate pods and jobs after any restart without keeping state of its own.
+
+use crate::policy::{Exclusive as PolicyExclusive, JobRequest};
+use crate::slurm::{Exclusive, JobDescription, NoValue};
+
+const LINK_PREFIX: &str = "sunk.dev/pod=";
+/// Placeholders sleep until cancelled: the pod, not the job, does the work.
+const SCRIPT: &str = "#!/bin/sh\n# sunk placeholder: holds this allocation for a Kubernetes pod\nexec sleep infinity\n";
+
+/// The pod a placeholder job stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodKey {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl PodKey {
+    /// The `admin_comment` that ties a job to this pod.
+    pub fn link(&self) -> String {
+        format!("{LINK_PREFIX}{}/{}/{}", self.namespace, self.name, self.uid)
+    }
+
+    /// The pod a job's `admin_comment` names, if the job is one of sunk's placeholders.
+    pub fn from_link(admin_comment: &str) -> Option<Self> {
+        let rest = admin_comment.strip_prefix(LINK_PREFIX)?;
+        let mut parts = rest.splitn(3, '/');
+        let (namespace, name, uid) = (parts.next()?, parts.next()?, parts.next()?);
+        [namespace, name, uid].iter().all(|part| !part.is_empty()).then(|| Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+        })
+    }
+}
+
+/// The Slurm submission for a pod, from what the job-mapper policy asked for.
+pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
+    JobDescription {
+        name: format!("{}/{}", pod.namespace, pod.name),
+        script: SCRIPT.into(),
+        current_working_directory: request.current_working_directory.unwrap_or_else(|| "/tmp".into()),
+        environment: vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()],
+        admin_comment: Some(pod.link()),
+        comment: request.comment,
+        partition: request.partition,
+        account: request.account,
+        qos: request.qos,
+        reservation: request.reservation,
+        constraints: request.constraints,
+        prefer: request.prefer,
+        excluded_nodes: request.excluded_nodes,
+        required_nodes: request.required_nodes,
+        exclusive: request.exclusive.and_then(|mode| match mode {
+            PolicyExclusive::None => None,
+            PolicyExclusive::Ok => Some(Exclusive::None),
+            PolicyExclusive::User => Some(Exclusive::User),
+            PolicyExclusive::Mcs => Some(Exclusive::Mcs),
+            PolicyExclusive::Topo => Some(Exclusive::Topo),
+        }),
+        priority: request.priority.map(|priority| NoValue::of(priority.into())),
+        user_id: request.user_id.map(|id| id.to_string()),
+        group_id: request.group_id.map(|id| id.to_string()),
+        time_limit: request.time_limit_minutes.map(|minutes| NoValue::of(minutes.into())),
+        cpus_per_task: request.cpus.max(1),
+        memory_per_node: NoValue::of(request.memory_mib.max(1)),
+        tres_per_node: request.tres_per_node,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_names_its_pod_and_nothing_else_does() {
+        let key = PodKey { namespace: "ml".into(), name: "train-0".into(), uid: "1234-abcd".into() };
+        assert_eq!(PodKey::from_link(&key.link()), Some(key));
+        assert_eq!(PodKey::from_link("set by an admin"), None);
+        assert_eq!(PodKey::from_link("sunk.dev/pod=ns//uid"), None);
+    }
+}

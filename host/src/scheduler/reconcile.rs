@@ -1,0 +1,154 @@
+//! One pass over one pod: make Slurm and Kubernetes agree about it.
+//!
+//! The pod's placeholder job is the source of truth. No job yet: ask the policy and submit one.
+//! Pending: say so on the pod. Running: bind the pod where Slurm put it. Over: delete the pod.
+//! Pod leaving: cancel the job. Everything is re-derived from the pod and the job cache, so a
+//! restart at any point resumes where it stopped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use super::placeholder::{self, PodKey, Placeholder};
+use super::{Context, Error, pod_record};
+use crate::failpoint;
+use crate::policy::Mapping;
+use crate::slurm::JobState;
+
+/// How long a pod waits for a second look when nothing is expected to change it sooner.
+const RECHECK: Duration = Duration::from_secs(60);
+const RETRY: Duration = Duration::from_secs(5);
+
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // Before the first full job listing, "no job" only means "not known yet".
+    if !ctx.jobs.is_listed() {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    let key = PodKey { namespace: pod.namespace().unwrap_or_default(), name: pod.name_any(), uid: pod.uid().unwrap_or_default() };
+    let mut placeholders = ctx.jobs.for_pod(&key.uid);
+    placeholders.sort_by_key(|p| p.job.job_id);
+    let (live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
+
+    if leaving(&pod) {
+        for placeholder in &live {
+            cancel(&ctx, placeholder, "its pod is being deleted or has finished").await?;
+        }
+        return Ok(Action::await_change());
+    }
+    // One pod, one job: should a second ever appear, the oldest wins.
+    for duplicate in live.iter().skip(1) {
+        cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
+    }
+    let bound_to = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
+    match (live.first(), bound_to) {
+        (None, None) if ended.is_empty() => submit(&pod, key, &ctx).await,
+        (None, _) => {
+            let why = match ended.last() {
+                Some(p) => format!("Slurm job {} ended ({}{})", p.job.job_id, p.job.state_name(), reason_suffix(&p.job.state_reason)),
+                None => "its Slurm job no longer exists".to_string(),
+            };
+            ctx.writer.event(&pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
+            ctx.writer.delete(&pod).await?;
+            Ok(Action::await_change())
+        }
+        (Some(placeholder), None) => match placeholder.job.state() {
+            JobState::Running => bind(&pod, placeholder, &ctx).await,
+            _ => {
+                let message = format!(
+                    "waiting for Slurm: job {} is {}{}",
+                    placeholder.job.job_id,
+                    placeholder.job.state_name(),
+                    reason_suffix(&placeholder.job.state_reason)
+                );
+                ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobPending", &message).await?;
+                Ok(Action::requeue(RECHECK))
+            }
+        },
+        (Some(placeholder), Some(node)) => {
+            if placeholder.job.state() == JobState::Pending {
+                // Requeued (e.g. preempted): the allocation the pod was bound to is gone.
+                let note = format!("deleting the pod: Slurm job {} was requeued and no longer holds node {node}", placeholder.job.job_id);
+                ctx.writer.event(&pod, true, "SlurmJobRequeued", "Delete", note).await;
+                cancel(&ctx, placeholder, "its pod lost its allocation").await?;
+                ctx.writer.delete(&pod).await?;
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
+pub fn error_policy(pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %error, "reconcile failed; retrying");
+    Action::requeue(RETRY)
+}
+
+fn leaving(pod: &Pod) -> bool {
+    let finished = pod.status.as_ref().and_then(|status| status.phase.as_deref()).is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
+    pod.metadata.deletion_timestamp.is_some() || finished
+}
+
+fn reason_suffix(reason: &str) -> String {
+    if reason.is_empty() || reason == "None" { String::new() } else { format!(": {reason}") }
+}
+
+async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
+    tracing::info!(job = placeholder.job.job_id, pod = %placeholder.pod.name, "cancelling placeholder: {why}");
+    ctx.slurm.cancel(placeholder.job.job_id).await?;
+    Ok(())
+}
+
+async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
+    let record = pod_record::pod_record(pod);
+    let request = match ctx.mapper.map_pod(&record, &ctx.cluster) {
+        Ok(Mapping::Job(request)) => request,
+        Ok(Mapping::Reject(rejection)) => {
+            let message = format!("{}: {}", rejection.field, rejection.message);
+            ctx.writer.set_scheduled_condition(pod, false, "PolicyRejected", &message).await?;
+            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}")).await;
+            return Ok(Action::await_change());
+        }
+        Err(error) => {
+            let message = format!("the job-mapper policy failed: {error}");
+            ctx.writer.set_scheduled_condition(pod, false, "PolicyFailed", &message).await?;
+            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
+            return Ok(Action::requeue(RECHECK));
+        }
+    };
+    let description = placeholder::job_description(&key, request);
+    let job_id = match ctx.slurm.submit(&description).await {
+        Ok(job_id) => job_id,
+        Err(error @ crate::slurm::SlurmError::Api { .. } | error @ crate::slurm::SlurmError::NotSubmitted(_)) => {
+            let message = format!("Slurm refused the job: {error}");
+            ctx.writer.set_scheduled_condition(pod, false, "SlurmRejected", &message).await?;
+            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
+            return Ok(Action::requeue(RECHECK));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    ctx.jobs.record_submitted(key, job_id);
+    failpoint::hit("after-submit");
+    tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
+    ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job_id}")).await;
+    ctx.writer.set_scheduled_condition(pod, false, "SlurmJobPending", &format!("waiting for Slurm: job {job_id} submitted")).await?;
+    Ok(Action::requeue(RECHECK))
+}
+
+async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+    let slurm_node = placeholder.job.nodes.as_str();
+    let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
+        let message = format!("Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node", placeholder.job.job_id);
+        ctx.writer.set_scheduled_condition(pod, false, "SlurmNodeUnknown", &message).await?;
+        return Ok(Action::requeue(RETRY));
+    };
+    ctx.writer.bind(pod, &node).await?;
+    let note = format!(
+        "Successfully assigned {}/{} to {node} (Slurm job {} on {slurm_node})",
+        placeholder.pod.namespace, placeholder.pod.name, placeholder.job.job_id
+    );
+    tracing::info!("{note}");
+    ctx.writer.event(pod, false, "Scheduled", "Bind", note).await;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,158 @@
+//! HTTP calls to slurmrestd. Every call checks the body's `errors`, not only the HTTP status:
+//! slurmrestd answers 200 to a submission it ignored.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::model::{Envelope, JobsResponse, NodesResponse, SubmitResponse};
+use super::{Job, JobDescription, Node, SlurmError, TokenSigner};
+
+const API: &str = "slurm/v0.0.42";
+/// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
+const MAX_IDLE_CONNECTIONS: usize = 8;
+
+/// A cheaply cloned handle on one slurmrestd.
+#[derive(Clone)]
+pub struct SlurmClient {
+    http: reqwest::Client,
+    base: String,
+    signer: Arc<TokenSigner>,
+}
+
+/// One answer to an incremental job listing.
+#[derive(Debug)]
+pub enum JobsPage {
+    /// Nothing changed since the time asked about.
+    Unchanged,
+    /// Every job Slurm knows, and the time of the last change to pass next time.
+    All { jobs: Vec<Job>, last_update: u64 },
+}
+
+#[derive(Serialize)]
+struct Submit<'a> {
+    job: &'a JobDescription,
+}
+
+impl SlurmClient {
+    pub fn new(base_url: &str, signer: TokenSigner) -> Result<Self, SlurmError> {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(Self { http, base: base_url.trim_end_matches('/').to_string(), signer: Arc::new(signer) })
+    }
+
+    fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
+        Ok(self
+            .http
+            .request(method, format!("{}/{API}/{path}", self.base))
+            .header("X-SLURM-USER-TOKEN", self.signer.token()?))
+    }
+
+    pub async fn ping(&self) -> Result<(), SlurmError> {
+        let response = self.request(Method::GET, "ping")?.send().await?;
+        decode::<Envelope>("ping", response).await.map(drop)
+    }
+
+    /// Submits a batch job and returns its id.
+    pub async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError> {
+        let response = self.request(Method::POST, "job/submit")?.json(&Submit { job }).send().await?;
+        let answer: SubmitResponse = decode("job/submit", response).await?;
+        match answer.job_id {
+            Some(id) if answer.envelope.errors.is_empty() => Ok(id),
+            // A mistyped field is a warning and no job: report the warnings as the cause.
+            _ => Err(SlurmError::NotSubmitted(
+                answer.envelope.errors.into_iter().chain(answer.envelope.warnings).collect(),
+            )),
+        }
+    }
+
+    /// Cancels a job (SIGKILL after KillWait, as scancel). A job that already ended is not an error.
+    pub async fn cancel(&self, job_id: u32) -> Result<(), SlurmError> {
+        let response = self.request(Method::DELETE, &format!("job/{job_id}"))?.send().await?;
+        match decode::<Envelope>("job cancel", response).await {
+            Err(SlurmError::Api { status: 404, .. }) => Ok(()),
+            Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// Lists every job, or says nothing changed since `since` (a previous `last_update`).
+    pub async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError> {
+        let mut request = self.request(Method::GET, "jobs")?;
+        if let Some(since) = since {
+            request = request.query(&[("update_time", since)]);
+        }
+        let answer: JobsResponse = decode("jobs", request.send().await?).await?;
+        // With update_time, "nothing changed" comes back as no jobs and a zero last_update.
+        match answer.last_update.get() {
+            Some(last_update) if last_update > 0 => Ok(JobsPage::All { jobs: answer.jobs, last_update }),
+            _ if since.is_some() && answer.jobs.is_empty() => Ok(JobsPage::Unchanged),
+            _ => Ok(JobsPage::All { jobs: answer.jobs, last_update: since.unwrap_or(0) }),
+        }
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<Node>, SlurmError> {
+        let answer: NodesResponse = decode("nodes", self.request(Method::GET, "nodes")?.send().await?).await?;
+        Ok(answer.nodes)
+    }
+}
+
+fn already_over(error: &super::ApiMessage) -> bool {
+    // ESLURM_ALREADY_DONE and ESLURM_INVALID_JOB_ID
+    matches!(error.error_number, 2017 | 2021)
+}
+
+async fn decode<T>(what: &'static str, response: Response) -> Result<T, SlurmError>
+where
+    T: DeserializeOwned + HasEnvelope,
+{
+    let status = response.status();
+    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::NETWORK_AUTHENTICATION_REQUIRED) {
+        return Err(SlurmError::Unauthorized(status.as_u16()));
+    }
+    let body = response.bytes().await?;
+    let parsed: Result<T, _> = serde_json::from_slice(&body);
+    match parsed {
+        Ok(answer) if status.is_success() && answer.envelope().errors.is_empty() => Ok(answer),
+        Ok(answer) => Err(SlurmError::Api { what, status: status.as_u16(), errors: answer.envelope().errors.clone() }),
+        Err(error) => Err(SlurmError::Api {
+            what,
+            status: status.as_u16(),
+            errors: vec![super::ApiMessage {
+                description: format!("unreadable answer ({error}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+                ..Default::default()
+            }],
+        }),
+    }
+}
+
+trait HasEnvelope {
+    fn envelope(&self) -> &Envelope;
+}
+
+impl HasEnvelope for Envelope {
+    fn envelope(&self) -> &Envelope {
+        self
+    }
+}
+impl HasEnvelope for SubmitResponse {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+}
+impl HasEnvelope for JobsResponse {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+}
+impl HasEnvelope for NodesResponse {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+}

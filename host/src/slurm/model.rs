@@ -1,0 +1,252 @@
+//! The subset of slurmrestd's v0.0.42 data model that sunk reads and writes.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Slurm's optional number: `{"set": true, "number": N}`, or `{"infinite": true}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoValue {
+    #[serde(default)]
+    pub set: bool,
+    #[serde(default)]
+    pub infinite: bool,
+    #[serde(default)]
+    pub number: u64,
+}
+
+impl NoValue {
+    pub fn of(number: u64) -> Self {
+        Self { set: true, infinite: false, number }
+    }
+
+    pub fn get(&self) -> Option<u64> {
+        (self.set && !self.infinite).then_some(self.number)
+    }
+}
+
+/// One entry of a response's `errors` or `warnings`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiMessage {
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub error: String,
+    #[serde(default)]
+    pub error_number: i64,
+    #[serde(default)]
+    pub source: String,
+}
+
+impl fmt::Display for ApiMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = [self.error.as_str(), self.description.as_str()]
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(": ");
+        if self.error_number != 0 {
+            write!(f, "{text} (error {}{})", self.error_number, source_suffix(&self.source))
+        } else {
+            write!(f, "{text}{}", source_suffix(&self.source))
+        }
+    }
+}
+
+fn source_suffix(source: &str) -> String {
+    if source.is_empty() { String::new() } else { format!(" in {source}") }
+}
+
+/// `--exclusive` as slurmrestd spells it (`shared`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exclusive {
+    /// Whole nodes (`--exclusive`).
+    None,
+    User,
+    Mcs,
+    Topo,
+}
+
+/// A job to submit (`job_desc_msg`). Unset fields are left out so Slurm applies its defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JobDescription {
+    pub name: String,
+    pub script: String,
+    pub current_working_directory: String,
+    pub environment: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_comment: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded_nodes: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub required_nodes: Vec<String>,
+    #[serde(rename = "shared", skip_serializing_if = "Option::is_none", serialize_with = "one_element")]
+    pub exclusive: Option<Exclusive>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<NoValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<NoValue>,
+    pub cpus_per_task: u32,
+    pub memory_per_node: NoValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tres_per_node: Option<String>,
+}
+
+fn one_element<S: serde::Serializer>(value: &Option<Exclusive>, serializer: S) -> Result<S::Ok, S::Error> {
+    value.as_slice().serialize(serializer)
+}
+
+/// Where a job is in its life, reduced to what a placeholder's owner acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    Pending,
+    Running,
+    /// Suspended, completing, requeued, configuring: neither runnable nor over.
+    Transient,
+    /// Over for good: completed, cancelled, failed, timed out, preempted, node failure...
+    Ended,
+}
+
+impl JobState {
+    /// Classifies slurmrestd's `job_state` flags (base state first, then flags such as COMPLETING).
+    pub fn from_flags(flags: &[String]) -> Self {
+        let has = |name: &str| flags.iter().any(|flag| flag == name);
+        if has("COMPLETING") || has("REQUEUED") || has("CONFIGURING") || has("SUSPENDED") || has("RESIZING") {
+            return Self::Transient;
+        }
+        match flags.first().map(String::as_str) {
+            Some("PENDING") => Self::Pending,
+            Some("RUNNING") => Self::Running,
+            Some("SUSPENDED") => Self::Transient,
+            _ => Self::Ended,
+        }
+    }
+}
+
+/// One job as listed by `GET /jobs`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Job {
+    pub job_id: u32,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub admin_comment: String,
+    #[serde(default)]
+    pub job_state: Vec<String>,
+    /// Allocated nodes as a Slurm host list (`slurm-[1-2]`), empty while pending.
+    #[serde(default)]
+    pub nodes: String,
+    #[serde(default)]
+    pub state_reason: String,
+    #[serde(default)]
+    pub partition: String,
+    #[serde(default)]
+    pub priority: NoValue,
+}
+
+impl Job {
+    pub fn state(&self) -> JobState {
+        JobState::from_flags(&self.job_state)
+    }
+
+    /// The state as Slurm prints it, e.g. `RUNNING` or `PENDING`.
+    pub fn state_name(&self) -> String {
+        self.job_state.join("+")
+    }
+}
+
+/// One node as listed by `GET /nodes`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Node {
+    pub name: String,
+    #[serde(default)]
+    pub state: Vec<String>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Envelope {
+    #[serde(default)]
+    pub errors: Vec<ApiMessage>,
+    #[serde(default)]
+    pub warnings: Vec<ApiMessage>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SubmitResponse {
+    pub job_id: Option<u32>,
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct JobsResponse {
+    #[serde(default)]
+    pub jobs: Vec<Job>,
+    #[serde(default)]
+    pub last_update: NoValue,
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct NodesResponse {
+    #[serde(default)]
+    pub nodes: Vec<Node>,
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| name.to_string()).collect()
+    }
+
+    #[test]
+    fn classifies_job_states() {
+        assert_eq!(JobState::from_flags(&flags(&["PENDING"])), JobState::Pending);
+        assert_eq!(JobState::from_flags(&flags(&["RUNNING"])), JobState::Running);
+        assert_eq!(JobState::from_flags(&flags(&["RUNNING", "COMPLETING"])), JobState::Transient);
+        assert_eq!(JobState::from_flags(&flags(&["CANCELLED"])), JobState::Ended);
+        assert_eq!(JobState::from_flags(&flags(&["PREEMPTED"])), JobState::Ended);
+        assert_eq!(JobState::from_flags(&flags(&["PENDING", "REQUEUED"])), JobState::Transient);
+    }
+
+    #[test]
+    fn leaves_unset_fields_out_of_a_submission() {
+        let job = JobDescription {
+            name: "pod".into(),
+            exclusive: Some(Exclusive::User),
+            memory_per_node: NoValue::of(100),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&job).unwrap();
+        assert_eq!(json["shared"], serde_json::json!(["user"]));
+        assert_eq!(json["memory_per_node"]["number"], 100);
+        assert!(json.get("partition").is_none());
+        assert!(json.get("excluded_nodes").is_none());
+    }
+}

@@ -1,0 +1,222 @@
+//! Harness for sunk's end-to-end tests: the real kube-apiserver and Slurm of `tests/cluster/up.sh`,
+//! and a real `sunk host` process per test.
+//!
+//! Tests must run one at a time (`--test-threads=1`): they share the cluster's two Slurm nodes.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use sunk::scheduler::PodKey;
+use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
+
+pub const SCHEDULER: &str = "sunk";
+
+/// Where the local cluster keeps its state, as in tests/cluster/env.sh.
+fn state_dir() -> PathBuf {
+    std::env::var_os("SUNK_STATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cluster"))
+}
+
+fn slurm_url() -> String {
+    let port = std::env::var("SLURMRESTD_PORT").unwrap_or_else(|_| "16820".into());
+    format!("http://127.0.0.1:{port}")
+}
+
+/// The local cluster, as the tests see it.
+pub struct Cluster {
+    pub kube: Client,
+    pub slurm: SlurmClient,
+    pub namespace: String,
+    hosts: Vec<Child>,
+}
+
+impl Cluster {
+    /// Connects to the running local cluster and makes a fresh namespace for one test.
+    pub async fn connect(test: &str) -> anyhow::Result<Self> {
+        let state = state_dir();
+        let kubeconfig = state.join("kubeconfig");
+        anyhow::ensure!(kubeconfig.exists(), "no local cluster at {}: run tests/cluster/up.sh first", state.display());
+        let kube = sunk::kube::connect(Some(&kubeconfig)).await?;
+        let key = std::fs::read(state.join("slurm-etc/jwt.key")).context("reading the Slurm JWT key")?;
+        let slurm = SlurmClient::new(&slurm_url(), TokenSigner::new(&key, "root", Duration::from_secs(600)))?;
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() % 0xffffff;
+        let namespace = format!("{test}-{stamp:x}");
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}}))?;
+        Api::<Namespace>::all(kube.clone()).create(&PostParams::default(), &ns).await?;
+        Ok(Self { kube, slurm, namespace, hosts: Vec::new() })
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.kube.clone(), &self.namespace)
+    }
+
+    /// Starts `sunk host` against the local cluster, with extra environment (e.g. failpoints).
+    pub fn start_host(&mut self, env: &[(&str, &str)]) -> anyhow::Result<usize> {
+        let state = state_dir();
+        let binary = std::env::var_os("SUNK_BINARY")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/sunk"));
+        anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p sunk` first", binary.display());
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(state.join(format!("logs/host-{}.log", self.namespace)))?;
+        let child = Command::new(binary)
+            .arg("host")
+            .arg("--kubeconfig")
+            .arg(state.join("kubeconfig"))
+            .arg("--slurm-url")
+            .arg(slurm_url())
+            .arg("--slurm-jwt-key")
+            .arg(state.join("slurm-etc/jwt.key"))
+            .arg("--scheduler-name")
+            .arg(SCHEDULER)
+            .arg("--poll-interval-ms")
+            .arg("200")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        self.hosts.push(child);
+        Ok(self.hosts.len() - 1)
+    }
+
+    /// Waits for a host started earlier to exit on its own (e.g. at a failpoint).
+    pub async fn wait_host_exit(&mut self, host: usize, timeout: Duration) -> anyhow::Result<()> {
+        let child = &mut self.hosts[host];
+        wait_for("the host to exit", timeout, || {
+            let exited = child.try_wait().ok().flatten().is_some();
+            async move { exited.then_some(()) }
+        })
+        .await
+    }
+
+    /// Creates a pod from JSON (its namespace is filled in).
+    pub async fn create_pod(&self, mut pod: serde_json::Value) -> anyhow::Result<Pod> {
+        pod["metadata"]["namespace"] = self.namespace.clone().into();
+        let pod: Pod = serde_json::from_value(pod)?;
+        Ok(self.pods().create(&PostParams::default(), &pod).await?)
+    }
+
+    /// Every placeholder job (any state) of the pod with this UID.
+    pub async fn jobs_of(&self, uid: &str) -> anyhow::Result<Vec<Job>> {
+        let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else { bail!("a full job listing came back empty") };
+        Ok(jobs
+            .into_iter()
+            .filter(|job| PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.uid == uid))
+            .collect())
+    }
+
+    /// The pod, once `check` accepts it.
+    pub async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, check: impl Fn(&Pod) -> bool) -> anyhow::Result<Pod> {
+        let pods = self.pods();
+        wait_for(what, timeout, || {
+            let pods = pods.clone();
+            let check = &check;
+            async move { pods.get_opt(name).await.ok().flatten().filter(|pod| check(pod)) }
+        })
+        .await
+    }
+
+    /// The Kubernetes Node whose slurmd pod runs this Slurm node.
+    pub async fn kube_node_of(&self, slurm_node: &str) -> anyhow::Result<Option<String>> {
+        let pods = Api::<Pod>::all(self.kube.clone())
+            .list(&ListParams::default().labels(&format!("{}={slurm_node}", sunk::scheduler::SLURM_NODE_LABEL)))
+            .await?;
+        Ok(pods.items.first().and_then(|pod| pod.spec.as_ref()?.node_name.clone()))
+    }
+
+    /// Events recorded about one object in this namespace, as (reason, note).
+    pub async fn events_of(&self, name: &str) -> anyhow::Result<Vec<(String, String)>> {
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.kube.clone(), &self.namespace);
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|event| event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|event| (event.reason.unwrap_or_default(), event.note.unwrap_or_default()))
+            .collect())
+    }
+
+    /// Deletes a pod with its grace period (the agent completes deletion of bound pods).
+    pub async fn delete_pod(&self, name: &str) -> anyhow::Result<()> {
+        self.pods().delete(name, &DeleteParams::default()).await?;
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for host in &mut self.hosts {
+            let _ = host.kill();
+            let _ = host.wait();
+        }
+        // Remove what the test left so the next test finds both Slurm nodes free. No namespace
+        // controller runs here, so pods are deleted one by one (and their jobs cancelled directly).
+        let (kube, slurm, namespace) = (self.kube.clone(), self.slurm.clone(), self.namespace.clone());
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async move {
+                let pods: Api<Pod> = Api::namespaced(kube, &namespace);
+                if let Ok(list) = pods.list(&ListParams::default()).await {
+                    for pod in list.items {
+                        let _ = pods.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                    }
+                }
+                if let Ok(JobsPage::All { jobs, .. }) = slurm.jobs(None).await {
+                    for job in jobs {
+                        if PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.namespace == namespace) {
+                            let _ = slurm.cancel(job.job_id).await;
+                        }
+                    }
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Polls `probe` every 200 ms until it yields a value or `timeout` passes.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return Ok(value);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A pod for sunk's scheduler requesting `cpu` and `memory`.
+pub fn pod(name: &str, cpu: &str, memory: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+        }
+    })
+}
+
+pub fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
+/// The PodScheduled condition as (status, reason, message).
+pub fn scheduled_condition(pod: &Pod) -> Option<(String, String, String)> {
+    let condition = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
+    Some((condition.status.clone(), condition.reason.clone().unwrap_or_default(), condition.message.clone().unwrap_or_default()))
+}

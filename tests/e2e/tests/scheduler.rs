@@ -1,0 +1,133 @@
+//! The pod scheduler end to end: real kube-apiserver, real slurmctld/slurmrestd, real slurmd,
+//! a real `sunk host` process. Run through the README's test command (one test at a time).
+
+use std::time::Duration;
+
+use sunk::slurm::JobState;
+use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, wait_for};
+
+const BIND: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("bind").await?;
+    cluster.start_host(&[])?;
+    let created = cluster.create_pod(pod("web", "1", "512Mi")).await?;
+    let uid = created.metadata.uid.clone().unwrap();
+
+    let bound = cluster.wait_pod("web", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    let jobs = cluster.jobs_of(&uid).await?;
+    assert_eq!(jobs.len(), 1, "exactly one placeholder job: {jobs:?}");
+    assert_eq!(jobs[0].state(), JobState::Running);
+    let expected = cluster.kube_node_of(&jobs[0].nodes).await?;
+    assert_eq!(node_name(&bound), expected.as_deref(), "bound to the Node hosting slurmd {}", jobs[0].nodes);
+    let condition = scheduled_condition(&bound).expect("PodScheduled condition");
+    assert_eq!(condition.0, "True");
+    let events = cluster.events_of("web").await?;
+    assert!(events.iter().any(|(reason, note)| reason == "Scheduled" && note.contains(&jobs[0].job_id.to_string())), "{events:?}");
+    // The agent playing the kubelet starts it.
+    cluster.wait_pod("web", "the pod to run", BIND, |pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleting_a_pod_cancels_its_job() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("delete").await?;
+    cluster.start_host(&[])?;
+    let bound = cluster.create_pod(pod("bound", "1", "256Mi")).await?;
+    cluster.wait_pod("bound", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    // A second pod asks for more than any node has, so its job stays pending.
+    let pending = cluster.create_pod(pod("pending", "64", "256Mi")).await?;
+    cluster
+        .wait_pod("pending", "the big pod's job to be pending", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "SlurmJobPending")
+        })
+        .await?;
+
+    for (name, created) in [("bound", bound), ("pending", pending)] {
+        let uid = created.metadata.uid.clone().unwrap();
+        let job_id = cluster.jobs_of(&uid).await?[0].job_id;
+        cluster.delete_pod(name).await?;
+        let slurm = &cluster;
+        let state = wait_for(&format!("job {job_id} of pod {name} to end"), BIND, || async move {
+            let jobs = slurm.jobs_of(&uid).await.ok()?;
+            jobs.iter().find(|job| job.job_id == job_id && job.state() == JobState::Ended).map(|job| job.state_name())
+        })
+        .await?;
+        assert_eq!(state, "CANCELLED", "job of pod {name}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_without_requests_is_not_scheduled_and_says_why() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("norequests").await?;
+    cluster.start_host(&[])?;
+    let mut spec = pod("bare", "1", "1Gi");
+    spec["spec"]["containers"][0]["resources"] = serde_json::json!({});
+    let created = cluster.create_pod(spec).await?;
+
+    let rejected = cluster
+        .wait_pod("bare", "a PodScheduled=False condition", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(status, reason, _)| status == "False" && reason == "PolicyRejected")
+        })
+        .await?;
+    let (_, _, message) = scheduled_condition(&rejected).unwrap();
+    assert!(message.contains("resources.requests.cpu"), "the condition names the field: {message}");
+    let events = cluster.events_of("bare").await?;
+    assert!(
+        events.iter().any(|(reason, note)| reason == "FailedScheduling" && note.contains("resources.requests.cpu")),
+        "an event says what to fix: {events:?}"
+    );
+    // Give the host a few polls to do something wrong.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(cluster.jobs_of(created.metadata.uid.as_deref().unwrap()).await?.is_empty(), "no Slurm job for a rejected pod");
+    assert!(node_name(&cluster.pods().get("bare").await?).is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_host_killed_between_submit_and_bind_recovers_with_one_job() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("restart").await?;
+    let doomed = cluster.start_host(&[("SUNK_FAILPOINTS", "after-submit")])?;
+    let created = cluster.create_pod(pod("survivor", "1", "256Mi")).await?;
+    let uid = created.metadata.uid.clone().unwrap();
+    cluster.wait_host_exit(doomed, BIND).await?;
+
+    assert_eq!(cluster.jobs_of(&uid).await?.len(), 1, "the job was submitted before the crash");
+    assert!(node_name(&cluster.pods().get("survivor").await?).is_none(), "and the pod was not bound");
+
+    cluster.start_host(&[])?;
+    let bound = cluster.wait_pod("survivor", "the restarted host to bind the pod", BIND, |pod| node_name(pod).is_some()).await?;
+    let jobs = cluster.jobs_of(&uid).await?;
+    assert_eq!(jobs.len(), 1, "still exactly one job: {jobs:?}");
+    assert_eq!(node_name(&bound), cluster.kube_node_of(&jobs[0].nodes).await?.as_deref());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_waits_for_a_full_cluster_with_the_slurm_reason_then_binds() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("full").await?;
+    cluster.start_host(&[])?;
+    // Two nodes of 4 CPUs: two whole-node pods fill the cluster.
+    for name in ["filler-1", "filler-2"] {
+        cluster.create_pod(pod(name, "4", "1Gi")).await?;
+    }
+    for name in ["filler-1", "filler-2"] {
+        cluster.wait_pod(name, "a filler to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    }
+    cluster.create_pod(pod("waiter", "4", "1Gi")).await?;
+    let waiting = cluster
+        .wait_pod("waiter", "the pod to report Slurm's pending reason", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(_, reason, message)| reason == "SlurmJobPending" && message.contains("Resources"))
+        })
+        .await?;
+    assert!(node_name(&waiting).is_none());
+    assert_eq!(waiting.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Pending"));
+
+    let freed = cluster.pods().get("filler-1").await?;
+    cluster.delete_pod("filler-1").await?;
+    let bound = cluster.wait_pod("waiter", "the pod to be bound once capacity frees", BIND, |pod| node_name(pod).is_some()).await?;
+    assert_eq!(node_name(&bound), node_name(&freed), "it takes the freed node");
+    Ok(())
+}
