@@ -11,8 +11,8 @@ stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-# The agent first: it stops the slurmd it started.
-for name in agent kube-apiserver slurmrestd slurmctld etcd; do
+# The demo host and the agent first: it stops the slurmd it started.
+for name in host agent kube-apiserver slurmrestd slurmctld etcd; do
   pidfile=$SUNK_STATE/pids/$name.pid
   [[ -f $pidfile ]] && stop_pid "$(cat "$pidfile")"
 done

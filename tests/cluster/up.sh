@@ -88,6 +88,11 @@ etc=$SUNK_STATE/slurm-etc
 sed -e "s|@HOST@|$(hostname)|" -e "s|@STATE@|$rootstate|g" -e "s|@SLURMCTLD_PORT@|$SLURMCTLD_PORT|" \
   "$here/slurm.conf.in" >"$etc/slurm.conf"
 echo CgroupPlugin=disabled >"$etc/cgroup.conf"
+# No GPUs here: two character devices stand in for them (slurmd ignores file-less GPUs). Every
+# slurmd pod of the local cluster declares Gres=gpu:2.
+mkdir -p "$SUNK_STATE/fake-gpus"
+for i in 0 1; do mknod "$SUNK_STATE/fake-gpus/nvidia$i" c 1 3; done
+echo "Name=gpu File=$rootstate/fake-gpus/nvidia[0-1]" >"$etc/gres.conf"
 head -c 64 /dev/urandom >"$etc/slurm.key"
 head -c 64 /dev/urandom >"$etc/jwt.key"
 slurm_uid=$(in_root id -u slurm)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds everything, brings up the local cluster, starts `sunk host` with the bundled policy,
+# creates the example pods and shows each pod's Node next to its Slurm job.
+# The cluster stays up afterwards; tests/cluster/down.sh stops it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../tests/cluster/env.sh"
+cd "$SUNK_ROOT"
+
+"$here/setup.sh"
+log "building sunk"
+cargo build -q -p sunk -p sunk-test-agent
+"$SUNK_ROOT/tests/cluster/up.sh"
+
+log "starting sunk host (log: $SUNK_STATE/logs/host.log)"
+setsid "$SUNK_ROOT/target/debug/sunk" host --kubeconfig "$KUBECONFIG" \
+  --slurm-url "http://127.0.0.1:$SLURMRESTD_PORT" --slurm-jwt-key "$SUNK_STATE/slurm-etc/jwt.key" \
+  >>"$SUNK_STATE/logs/host.log" 2>&1 </dev/null &
+echo $! >"$SUNK_STATE/pids/host.pid"
+
+kubectl apply -f examples/pods/ >/dev/null
+log "waiting for the example pods to be placed"
+for _ in $(seq 60); do
+  unplaced=$(kubectl get pods -n demo -o jsonpath='{range .items[*]}{.spec.nodeName}{"|"}{.status.conditions[?(@.type=="PodScheduled")].reason}{"\n"}{end}' | grep -c '^|SlurmJobPending$\|^|$' || true)
+  [[ $unplaced -eq 0 ]] && break
+  sleep 1
+done
+
+echo
+echo "Each pod, the Kubernetes Node it was bound to, and its Slurm job (from squeue):"
+python3 - <(kubectl get pods -n demo -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}|{.spec.nodeName}|{.status.phase}|{.status.conditions[?(@.type=="PodScheduled")].message}{"\n"}{end}') \
+  <(chroot "$SLURM_ROOT" squeue -h -o '%j|%i|%T|%N|%b|%l') <<'PY'
+import sys
+jobs = {}
+for line in open(sys.argv[2]):
+    name, *rest = line.rstrip("\n").split("|")
+    jobs[name] = rest
+row = "{:<28} {:<12} {:<8} {:>5} {:<8} {:<10} {:<12} {}"
+print(row.format("POD", "KUBE NODE", "PHASE", "JOB", "STATE", "SLURM NODE", "GRES", "TIME LIMIT"))
+for line in open(sys.argv[1]):
+    pod, node, phase, why = line.rstrip("\n").split("|")
+    job_id, state, slurm_node, gres, limit = jobs.get(pod, ["-"] * 5)
+    print(row.format(pod, node or "-", phase, job_id, state, slurm_node or "-", gres, limit))
+    if not node:
+        print("    ", why)
+PY
+echo
+log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and testing sunk needs on a fresh Debian machine, and builds the cached
+# parts of the local cluster (kube-apiserver, kubectl, helm, the Slurm root). Safe to run again.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../tests/cluster/env.sh"
+
+missing=()
+for tool in debootstrap:debootstrap openssl:openssl curl:curl ss:iproute2 setsid:util-linux python3:python3; do
+  command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if ((${#missing[@]})); then
+  log "installing ${missing[*]}"
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+command -v go >/dev/null || die "Go is needed to build kube-apiserver and helm"
+command -v rustup >/dev/null || die "rustup is needed"
+# Policies are WebAssembly components: the bundled ones are built for wasm32-unknown-unknown (no
+# WASI imports at all); wasm32-wasip2 is there for operators' own policies.
+rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown wasm32-wasip2
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+"$SUNK_ROOT/tests/cluster/build-kube.sh"
+"$SUNK_ROOT/tests/cluster/build-slurm-root.sh"
