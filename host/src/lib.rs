@@ -9,3 +9,4 @@ pub mod kube;
 pub mod policy;
 pub mod scheduler;
 pub mod slurm;
+pub mod tls;

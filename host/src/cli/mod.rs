@@ -22,6 +22,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    crate::tls::install_crypto_provider();
     let result = match cli.command {
         Command::Host(args) => host::run(args),
     };
@@ -35,7 +36,8 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube_runtime=warn".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube_runtime=warn".into());
     let json = std::env::var("SUNK_LOG_FORMAT").is_ok_and(|format| format == "json");
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {

@@ -1,9 +1,9 @@
 //! The writes a scheduler makes to pods it owns.
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -31,13 +31,21 @@ impl PodWriter {
             metadata: ObjectMeta { name: Some(pod.name_any()), uid: pod.uid(), ..Default::default() },
             target: ObjectReference { kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
         };
-        let body = serde_json::to_vec(&binding).map_err(kube::Error::SerdeError)?;
-        self.api(pod).create_subresource::<Binding>("binding", &pod.name_any(), &PostParams::default(), body).await?;
+        // The API server answers a binding with a Status, not a Binding.
+        self.api(pod)
+            .create_subresource::<_, serde_json::Value>("binding", &pod.name_any(), &PostParams::default(), &binding)
+            .await?;
         Ok(())
     }
 
     /// Sets `PodScheduled` (status, reason, message) unless it already says exactly that.
-    pub async fn set_scheduled_condition(&self, pod: &Pod, scheduled: bool, reason: &str, message: &str) -> kube::Result<()> {
+    pub async fn set_scheduled_condition(
+        &self,
+        pod: &Pod,
+        scheduled: bool,
+        reason: &str,
+        message: &str,
+    ) -> kube::Result<()> {
         let status = if scheduled { "True" } else { "False" };
         let current = pod
             .status
@@ -52,7 +60,11 @@ impl PodWriter {
             return Ok(());
         }
         let transitioned = current.is_none_or(|current| current.status != status);
-        let last_transition_time = if transitioned { Some(Time(Timestamp::now())) } else { current.and_then(|c| c.last_transition_time.clone()) };
+        let last_transition_time = if transitioned {
+            Some(Time(Timestamp::now()))
+        } else {
+            current.and_then(|c| c.last_transition_time.clone())
+        };
         let condition = PodCondition {
             type_: "PodScheduled".into(),
             status: status.into(),

@@ -62,10 +62,8 @@ impl JobCache {
 
     /// Remembers a job this host just submitted, so that it is known before Slurm lists it.
     pub fn record_submitted(&self, pod: PodKey, job_id: u32) {
-        let placeholder = Placeholder {
-            pod,
-            job: Job { job_id, job_state: vec!["PENDING".into()], ..Default::default() },
-        };
+        let placeholder =
+            Placeholder { pod, job: Job { job_id, job_state: vec!["PENDING".into()], ..Default::default() } };
         let mut state = self.write();
         state.by_pod.entry(placeholder.pod.uid.clone()).or_default().push(placeholder.clone());
         state.submitted.push((Instant::now(), placeholder));
@@ -95,7 +93,11 @@ impl JobCache {
             .filter_map(|(_, jobs)| jobs.first().map(|p| p.pod.clone()))
             .collect();
         changed.extend(
-            state.by_pod.iter().filter(|(uid, _)| !by_pod.contains_key(*uid)).filter_map(|(_, jobs)| jobs.first().map(|p| p.pod.clone())),
+            state
+                .by_pod
+                .iter()
+                .filter(|(uid, _)| !by_pod.contains_key(*uid))
+                .filter_map(|(_, jobs)| jobs.first().map(|p| p.pod.clone())),
         );
         state.by_pod = by_pod;
         state.listed = true;

@@ -66,7 +66,8 @@ pub async fn run(client: Client, slurm: SlurmClient, mapper: JobMapper, config: 
     tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx));
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
-    let controller = Controller::new(Api::<Pod>::all(client.clone()), ours).reconcile_on(changed_rx).shutdown_on_signal();
+    let controller =
+        Controller::new(Api::<Pod>::all(client.clone()), ours).reconcile_on(changed_rx).shutdown_on_signal();
     tokio::spawn(orphans::sweep(jobs.clone(), controller.store(), slurm.clone(), config.poll_interval * 4));
 
     let ctx = Arc::new(Context {

@@ -55,7 +55,8 @@ impl Resources {
     fn of_pod(pod: &Pod) -> Self {
         let Some(spec) = pod.spec.as_ref() else { return Self::default() };
         let sum = spec.containers.iter().map(Self::of).fold(Self::default(), |a, b| a.combine(b, u64::saturating_add));
-        let init = spec.init_containers.iter().flatten().map(Self::of).fold(Self::default(), |a, b| a.combine(b, u64::max));
+        let init =
+            spec.init_containers.iter().flatten().map(Self::of).fold(Self::default(), |a, b| a.combine(b, u64::max));
         let overhead = spec.overhead.as_ref().map(|overhead| Self {
             cpu_request_millis: overhead.get("cpu").and_then(quantity::millicores).unwrap_or(0),
             memory_request_bytes: overhead.get("memory").and_then(quantity::units).unwrap_or(0),

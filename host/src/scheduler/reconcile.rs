@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::placeholder::{self, PodKey, Placeholder};
+use super::job_cache::Placeholder;
+use super::placeholder::{self, PodKey};
 use super::{Context, Error, pod_record};
 use crate::failpoint;
 use crate::policy::Mapping;
@@ -27,7 +28,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     if !ctx.jobs.is_listed() {
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
-    let key = PodKey { namespace: pod.namespace().unwrap_or_default(), name: pod.name_any(), uid: pod.uid().unwrap_or_default() };
+    let key = PodKey {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+    };
     let mut placeholders = ctx.jobs.for_pod(&key.uid);
     placeholders.sort_by_key(|p| p.job.job_id);
     let (live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
@@ -47,7 +52,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         (None, None) if ended.is_empty() => submit(&pod, key, &ctx).await,
         (None, _) => {
             let why = match ended.last() {
-                Some(p) => format!("Slurm job {} ended ({}{})", p.job.job_id, p.job.state_name(), reason_suffix(&p.job.state_reason)),
+                Some(p) => format!(
+                    "Slurm job {} ended ({}{})",
+                    p.job.job_id,
+                    p.job.state_name(),
+                    reason_suffix(&p.job.state_reason)
+                ),
                 None => "its Slurm job no longer exists".to_string(),
             };
             ctx.writer.event(&pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
@@ -70,7 +80,10 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         (Some(placeholder), Some(node)) => {
             if placeholder.job.state() == JobState::Pending {
                 // Requeued (e.g. preempted): the allocation the pod was bound to is gone.
-                let note = format!("deleting the pod: Slurm job {} was requeued and no longer holds node {node}", placeholder.job.job_id);
+                let note = format!(
+                    "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
+                    placeholder.job.job_id
+                );
                 ctx.writer.event(&pod, true, "SlurmJobRequeued", "Delete", note).await;
                 cancel(&ctx, placeholder, "its pod lost its allocation").await?;
                 ctx.writer.delete(&pod).await?;
@@ -86,7 +99,11 @@ pub fn error_policy(pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action 
 }
 
 fn leaving(pod: &Pod) -> bool {
-    let finished = pod.status.as_ref().and_then(|status| status.phase.as_deref()).is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
+    let finished = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.phase.as_deref())
+        .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
     pod.metadata.deletion_timestamp.is_some() || finished
 }
 
@@ -107,7 +124,9 @@ async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> 
         Ok(Mapping::Reject(rejection)) => {
             let message = format!("{}: {}", rejection.field, rejection.message);
             ctx.writer.set_scheduled_condition(pod, false, "PolicyRejected", &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}")).await;
+            ctx.writer
+                .event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}"))
+                .await;
             return Ok(Action::await_change());
         }
         Err(error) => {
@@ -132,14 +151,19 @@ async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> 
     failpoint::hit("after-submit");
     tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
     ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job_id}")).await;
-    ctx.writer.set_scheduled_condition(pod, false, "SlurmJobPending", &format!("waiting for Slurm: job {job_id} submitted")).await?;
+    ctx.writer
+        .set_scheduled_condition(pod, false, "SlurmJobPending", &format!("waiting for Slurm: job {job_id} submitted"))
+        .await?;
     Ok(Action::requeue(RECHECK))
 }
 
 async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
     let slurm_node = placeholder.job.nodes.as_str();
     let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
-        let message = format!("Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node", placeholder.job.job_id);
+        let message = format!(
+            "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
+            placeholder.job.job_id
+        );
         ctx.writer.set_scheduled_condition(pod, false, "SlurmNodeUnknown", &message).await?;
         return Ok(Action::requeue(RETRY));
     };

@@ -26,12 +26,7 @@ struct Claims<'a> {
 
 impl TokenSigner {
     pub fn new(key: &[u8], user: impl Into<String>, lifetime: Duration) -> Self {
-        Self {
-            key: EncodingKey::from_secret(key),
-            user: user.into(),
-            lifetime,
-            cached: Mutex::new(None),
-        }
+        Self { key: EncodingKey::from_secret(key), user: user.into(), lifetime, cached: Mutex::new(None) }
     }
 
     /// A valid token, freshly signed when the cached one is within a fifth of its lifetime of expiring.

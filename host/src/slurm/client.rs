@@ -125,7 +125,10 @@ where
             what,
             status: status.as_u16(),
             errors: vec![super::ApiMessage {
-                description: format!("unreadable answer ({error}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+                description: format!(
+                    "unreadable answer ({error}): {}",
+                    String::from_utf8_lossy(&body[..body.len().min(200)])
+                ),
                 ..Default::default()
             }],
         }),

@@ -10,4 +10,4 @@ mod model;
 pub use auth::TokenSigner;
 pub use client::{JobsPage, SlurmClient};
 pub use error::SlurmError;
-pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobState, Node, NoValue};
+pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobState, NoValue, Node};

@@ -40,6 +40,7 @@ pub struct Cluster {
 impl Cluster {
     /// Connects to the running local cluster and makes a fresh namespace for one test.
     pub async fn connect(test: &str) -> anyhow::Result<Self> {
+        sunk::tls::install_crypto_provider();
         let state = state_dir();
         let kubeconfig = state.join("kubeconfig");
         anyhow::ensure!(kubeconfig.exists(), "no local cluster at {}: run tests/cluster/up.sh first", state.display());
@@ -64,7 +65,10 @@ impl Cluster {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/sunk"));
         anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p sunk` first", binary.display());
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(state.join(format!("logs/host-{}.log", self.namespace)))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(state.join(format!("logs/host-{}.log", self.namespace)))?;
         let child = Command::new(binary)
             .arg("host")
             .arg("--kubeconfig")
@@ -104,7 +108,9 @@ impl Cluster {
 
     /// Every placeholder job (any state) of the pod with this UID.
     pub async fn jobs_of(&self, uid: &str) -> anyhow::Result<Vec<Job>> {
-        let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else { bail!("a full job listing came back empty") };
+        let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
+            bail!("a full job listing came back empty")
+        };
         Ok(jobs
             .into_iter()
             .filter(|job| PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.uid == uid))
@@ -112,7 +118,13 @@ impl Cluster {
     }
 
     /// The pod, once `check` accepts it.
-    pub async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, check: impl Fn(&Pod) -> bool) -> anyhow::Result<Pod> {
+    pub async fn wait_pod(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&Pod) -> bool,
+    ) -> anyhow::Result<Pod> {
         let pods = self.pods();
         wait_for(what, timeout, || {
             let pods = pods.clone();
@@ -165,7 +177,12 @@ impl Drop for Cluster {
                 let pods: Api<Pod> = Api::namespaced(kube, &namespace);
                 if let Ok(list) = pods.list(&ListParams::default()).await {
                     for pod in list.items {
-                        let _ = pods.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                        let _ = pods
+                            .delete(
+                                &pod.name_any(),
+                                &DeleteParams { grace_period_seconds: Some(0), ..Default::default() },
+                            )
+                            .await;
                     }
                 }
                 if let Ok(JobsPage::All { jobs, .. }) = slurm.jobs(None).await {
@@ -218,5 +235,9 @@ pub fn node_name(pod: &Pod) -> Option<&str> {
 /// The PodScheduled condition as (status, reason, message).
 pub fn scheduled_condition(pod: &Pod) -> Option<(String, String, String)> {
     let condition = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
-    Some((condition.status.clone(), condition.reason.clone().unwrap_or_default(), condition.message.clone().unwrap_or_default()))
+    Some((
+        condition.status.clone(),
+        condition.reason.clone().unwrap_or_default(),
+        condition.message.clone().unwrap_or_default(),
+    ))
 }

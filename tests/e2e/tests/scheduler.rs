@@ -24,9 +24,16 @@ async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<
     let condition = scheduled_condition(&bound).expect("PodScheduled condition");
     assert_eq!(condition.0, "True");
     let events = cluster.events_of("web").await?;
-    assert!(events.iter().any(|(reason, note)| reason == "Scheduled" && note.contains(&jobs[0].job_id.to_string())), "{events:?}");
+    assert!(
+        events.iter().any(|(reason, note)| reason == "Scheduled" && note.contains(&jobs[0].job_id.to_string())),
+        "{events:?}"
+    );
     // The agent playing the kubelet starts it.
-    cluster.wait_pod("web", "the pod to run", BIND, |pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).await?;
+    cluster
+        .wait_pod("web", "the pod to run", BIND, |pod| {
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .await?;
     Ok(())
 }
 
@@ -48,9 +55,9 @@ async fn deleting_a_pod_cancels_its_job() -> anyhow::Result<()> {
         let uid = created.metadata.uid.clone().unwrap();
         let job_id = cluster.jobs_of(&uid).await?[0].job_id;
         cluster.delete_pod(name).await?;
-        let slurm = &cluster;
+        let (slurm, uid) = (&cluster, uid.as_str());
         let state = wait_for(&format!("job {job_id} of pod {name} to end"), BIND, || async move {
-            let jobs = slurm.jobs_of(&uid).await.ok()?;
+            let jobs = slurm.jobs_of(uid).await.ok()?;
             jobs.iter().find(|job| job.job_id == job_id && job.state() == JobState::Ended).map(|job| job.state_name())
         })
         .await?;
@@ -81,7 +88,10 @@ async fn a_pod_without_requests_is_not_scheduled_and_says_why() -> anyhow::Resul
     );
     // Give the host a few polls to do something wrong.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(cluster.jobs_of(created.metadata.uid.as_deref().unwrap()).await?.is_empty(), "no Slurm job for a rejected pod");
+    assert!(
+        cluster.jobs_of(created.metadata.uid.as_deref().unwrap()).await?.is_empty(),
+        "no Slurm job for a rejected pod"
+    );
     assert!(node_name(&cluster.pods().get("bare").await?).is_none());
     Ok(())
 }
@@ -98,7 +108,9 @@ async fn a_host_killed_between_submit_and_bind_recovers_with_one_job() -> anyhow
     assert!(node_name(&cluster.pods().get("survivor").await?).is_none(), "and the pod was not bound");
 
     cluster.start_host(&[])?;
-    let bound = cluster.wait_pod("survivor", "the restarted host to bind the pod", BIND, |pod| node_name(pod).is_some()).await?;
+    let bound = cluster
+        .wait_pod("survivor", "the restarted host to bind the pod", BIND, |pod| node_name(pod).is_some())
+        .await?;
     let jobs = cluster.jobs_of(&uid).await?;
     assert_eq!(jobs.len(), 1, "still exactly one job: {jobs:?}");
     assert_eq!(node_name(&bound), cluster.kube_node_of(&jobs[0].nodes).await?.as_deref());
@@ -119,7 +131,8 @@ async fn a_pod_waits_for_a_full_cluster_with_the_slurm_reason_then_binds() -> an
     cluster.create_pod(pod("waiter", "4", "1Gi")).await?;
     let waiting = cluster
         .wait_pod("waiter", "the pod to report Slurm's pending reason", BIND, |pod| {
-            scheduled_condition(pod).is_some_and(|(_, reason, message)| reason == "SlurmJobPending" && message.contains("Resources"))
+            scheduled_condition(pod)
+                .is_some_and(|(_, reason, message)| reason == "SlurmJobPending" && message.contains("Resources"))
         })
         .await?;
     assert!(node_name(&waiting).is_none());
@@ -127,7 +140,9 @@ async fn a_pod_waits_for_a_full_cluster_with_the_slurm_reason_then_binds() -> an
 
     let freed = cluster.pods().get("filler-1").await?;
     cluster.delete_pod("filler-1").await?;
-    let bound = cluster.wait_pod("waiter", "the pod to be bound once capacity frees", BIND, |pod| node_name(pod).is_some()).await?;
+    let bound = cluster
+        .wait_pod("waiter", "the pod to be bound once capacity frees", BIND, |pod| node_name(pod).is_some())
+        .await?;
     assert_eq!(node_name(&bound), node_name(&freed), "it takes the freed node");
     Ok(())
 }

@@ -1,0 +1,133 @@
+//! Builds the bundled policies into the host binary.
+//!
+//! Each policy crate is built for `wasm32-unknown-unknown` with the workspace's `policy` profile by a
+//! nested `cargo build` (own target directory, so it never waits on the outer build's lock), then the
+//! core module is turned into a component with `wit-component`. Building for `wasm32-unknown-unknown`
+//! rather than `wasm32-wasip2` keeps WASI out of the component: it imports only `sunk:policy/host`.
+
+use std::env;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
+const PROFILE: &str = "policy";
+
+/// Bundled policies: (package, file written to OUT_DIR).
+const POLICIES: &[(&str, &str)] = &[("sunk-policy-job-mapper", "job_mapper.wasm")];
+
+fn main() {
+    if let Err(error) = run() {
+        // `{:#}` prints the whole chain on one line, without anyhow's backtrace noise.
+        eprintln!("error: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR")?);
+    let workspace = manifest_dir.parent().context("the host crate has no parent directory")?.to_path_buf();
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR")?);
+
+    for watched in ["policies", "wit", "Cargo.toml", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    }
+    println!("cargo:rerun-if-changed=build.rs");
+
+    check_wasm_target()?;
+    let target_dir = workspace.join("target").join("policies");
+    for (package, file) in POLICIES {
+        let core = build_core_module(&workspace, &target_dir, package)?;
+        let component = componentize(&core).with_context(|| format!("turning {package} into a component"))?;
+        let out = out_dir.join(file);
+        fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// Fails early, with the fix, when the standard library for the wasm target is not installed.
+fn check_wasm_target() -> Result<()> {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .with_context(|| format!("running {} --print sysroot", rustc.to_string_lossy()))?;
+    if !output.status.success() {
+        bail!("`rustc --print sysroot` failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let sysroot = PathBuf::from(String::from_utf8(output.stdout)?.trim());
+    if !sysroot.join("lib/rustlib").join(WASM_TARGET).join("lib").is_dir() {
+        bail!(
+            "the Rust target {WASM_TARGET} is not installed (needed to build the bundled policies); \
+             run `rustup target add {WASM_TARGET}`"
+        );
+    }
+    Ok(())
+}
+
+/// Runs the nested `cargo build` and returns the core module's bytes.
+fn build_core_module(workspace: &Path, target_dir: &Path, package: &str) -> Result<Vec<u8>> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .arg("build")
+        .arg("--manifest-path")
+        .arg(workspace.join("Cargo.toml"))
+        .args(["-p", package, "--target", WASM_TARGET, "--profile", PROFILE])
+        .arg("--target-dir")
+        .arg(target_dir);
+    for (key, _) in env::vars_os() {
+        if leaks_from_outer_build(&key) {
+            command.env_remove(&key);
+        }
+    }
+    let output = command.output().with_context(|| format!("running cargo build for {package}"))?;
+    if !output.status.success() {
+        bail!("building {package} for {WASM_TARGET} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let artifact = target_dir.join(WASM_TARGET).join(PROFILE).join(format!("{}.wasm", package.replace('-', "_")));
+    fs::read(&artifact).with_context(|| format!("reading {}", artifact.display()))
+}
+
+/// Environment the outer cargo set for this build script (or for the outer build) that must not steer
+/// the nested build: flags and wrappers meant for the host target, the outer target directory, and the
+/// build-script variables. Registry, network, terminal and jobserver settings pass through.
+fn leaks_from_outer_build(key: &OsString) -> bool {
+    let Some(key) = key.to_str() else {
+        return false;
+    };
+    const KEEP: &[&str] = &["CARGO_HOME", "CARGO_MAKEFLAGS"];
+    const KEEP_PREFIXES: &[&str] =
+        &["CARGO_NET_", "CARGO_HTTP_", "CARGO_REGISTRIES_", "CARGO_REGISTRY_", "CARGO_TERM_"];
+    const REMOVE: &[&str] = &[
+        "RUSTFLAGS",
+        "RUSTDOCFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "TARGET",
+        "HOST",
+        "OUT_DIR",
+        "PROFILE",
+        "OPT_LEVEL",
+        "DEBUG",
+        "NUM_JOBS",
+        "RUSTC_LINKER",
+    ];
+    if REMOVE.contains(&key) {
+        return true;
+    }
+    if key == "CARGO" || KEEP.contains(&key) || KEEP_PREFIXES.iter().any(|p| key.starts_with(p)) {
+        return false;
+    }
+    // CARGO_ENCODED_RUSTFLAGS, CARGO_TARGET_DIR, CARGO_BUILD_*, CARGO_TARGET_<triple>_*,
+    // CARGO_CFG_*, CARGO_FEATURE_*, CARGO_PKG_*, CARGO_MANIFEST_*, CARGO_PROFILE_*, ...
+    key.starts_with("CARGO_")
+}
+
+/// Turns a core module built with wit-bindgen into a component (what `wasm-tools component new` does).
+fn componentize(core: &[u8]) -> Result<Vec<u8>> {
+    wit_component::ComponentEncoder::default().module(core)?.validate(true).encode()
+}

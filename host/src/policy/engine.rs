@@ -1,0 +1,197 @@
+//! The one wasmtime [`Engine`] and [`Linker`] all policies share, the epoch ticker that enforces time
+//! budgets, and the per-decision limits.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::thread;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder};
+
+use super::host::{self, HostState};
+
+/// How often the ticker advances the engine's epoch: the granularity of time budgets.
+const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// What one decision may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of linear memory the module may grow to.
+    pub memory_bytes: usize,
+    /// Time the module may run for one decision (instantiation included), to within a millisecond.
+    pub time: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { memory_bytes: 64 << 20, time: Duration::from_millis(100) }
+    }
+}
+
+impl Limits {
+    /// Epoch ticks covering the time budget (at least one).
+    fn deadline_ticks(&self) -> u64 {
+        let ticks = self.time.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
+        u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+    }
+}
+
+/// The engine and linker policies run in. Shared by every loaded module while any is alive; the epoch
+/// ticker stops once the engine is dropped.
+pub(crate) struct Runtime {
+    pub engine: Engine,
+    pub linker: Linker<StoreState>,
+}
+
+/// What a decision's store holds: the state behind the host imports, and the limiter.
+pub(crate) struct StoreState {
+    pub host: HostState,
+    limiter: Limiter,
+}
+
+impl Runtime {
+    /// The runtime in use, or a new one when no module holds it any more.
+    pub fn shared() -> Result<Arc<Runtime>> {
+        static SHARED: Mutex<Weak<Runtime>> = Mutex::new(Weak::new());
+        let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(runtime) = shared.upgrade() {
+            return Ok(runtime);
+        }
+        let runtime = Arc::new(Runtime::new()?);
+        *shared = Arc::downgrade(&runtime);
+        Ok(runtime)
+    }
+
+    fn new() -> Result<Runtime> {
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            // Policies export synchronous functions only; this makes calls several times cheaper.
+            .concurrency_support(false);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        host::add_to_linker(&mut linker, |state: &mut StoreState| &mut state.host)?;
+        let _detached = spawn_ticker(&engine)?;
+        Ok(Runtime { engine, linker })
+    }
+
+    /// A fresh store for one decision, with `limits` applied.
+    pub fn store(&self, host: HostState, limits: Limits) -> Store<StoreState> {
+        let limiter = Limiter::new(limits.memory_bytes);
+        let mut store = Store::new(&self.engine, StoreState { host, limiter });
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(limits.deadline_ticks());
+        store
+    }
+}
+
+/// Advances the epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn spawn_ticker(engine: &Engine) -> Result<thread::JoinHandle<()>> {
+    let engine = engine.weak();
+    thread::Builder::new()
+        .name("policy-epoch".to_owned())
+        .spawn(move || {
+            loop {
+                thread::sleep(EPOCH_TICK);
+                match engine.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .context("starting the policy epoch ticker")
+}
+
+/// Raised (as the guest's trap) when a module grows its memory past the limit, so that running out of
+/// memory is told apart from other traps by type.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit exceeded: the module asked for {desired} bytes, the limit is {limit}")]
+pub(crate) struct MemoryLimitExceeded {
+    desired: usize,
+    limit: usize,
+}
+
+/// [`StoreLimits`] (few instances, tables and memories; trap on failed growth) with a memory limit
+/// that fails with [`MemoryLimitExceeded`].
+struct Limiter {
+    memory_bytes: usize,
+    inner: StoreLimits,
+}
+
+impl Limiter {
+    fn new(memory_bytes: usize) -> Self {
+        let inner = StoreLimitsBuilder::new()
+            .memory_size(memory_bytes)
+            .table_elements(1 << 16)
+            .instances(32)
+            .tables(32)
+            .memories(8)
+            .trap_on_grow_failure(true)
+            .build();
+        Limiter { memory_bytes, inner }
+    }
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            return Err(MemoryLimitExceeded { desired, limit: self.memory_bytes }.into());
+        }
+        self.inner.memory_growing(current, desired, maximum)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.memory_grow_failed(error)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.inner.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_covers_the_budget() {
+        let limits = |time| Limits { time, ..Limits::default() };
+        assert_eq!(Limits::default().deadline_ticks(), 100);
+        assert_eq!(limits(Duration::ZERO).deadline_ticks(), 1);
+        assert_eq!(limits(Duration::from_micros(1500)).deadline_ticks(), 2);
+        assert_eq!(limits(Duration::MAX).deadline_ticks(), u64::MAX);
+    }
+
+    #[test]
+    fn ticker_stops_with_the_engine() {
+        let engine = Engine::default();
+        let ticker = spawn_ticker(&engine).unwrap();
+        drop(engine);
+        ticker.join().unwrap();
+    }
+
+    #[test]
+    fn runtime_is_shared_while_alive() {
+        let a = Runtime::shared().unwrap();
+        let b = Runtime::shared().unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+}

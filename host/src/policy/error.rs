@@ -1,0 +1,41 @@
+//! How a decision fails.
+
+use wasmtime::Trap;
+
+use super::engine::MemoryLimitExceeded;
+
+/// Why a policy gave no decision. Each affects only the decision at hand: the module stays loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// The module trapped (a panic, `unreachable`, a stack overflow, ...).
+    #[error("policy trapped: {0}")]
+    Trap(String),
+    /// The decision ran past its time budget.
+    #[error("policy ran out of time")]
+    Timeout,
+    /// The module tried to grow its memory past the limit.
+    #[error("policy ran out of memory")]
+    OutOfMemory,
+    /// The module broke the interface contract: it could not be instantiated or returned an invalid
+    /// value.
+    #[error("policy broke its contract: {0}")]
+    Invalid(String),
+}
+
+impl PolicyError {
+    /// Classifies an error from instantiating or calling a module. `last_error_log` is the last line
+    /// the module logged at warn or error level (a panic message, usually).
+    pub(crate) fn from_wasmtime(error: &wasmtime::Error, last_error_log: Option<&str>) -> Self {
+        if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
+            return Self::OutOfMemory;
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => Self::Timeout,
+            Some(trap) => Self::Trap(match last_error_log {
+                Some(line) => format!("{trap} (last logged: {line})"),
+                None => trap.to_string(),
+            }),
+            None => Self::Invalid(format!("{error:#}")),
+        }
+    }
+}
