@@ -10,8 +10,14 @@ use super::JobCache;
 use crate::slurm::SlurmClient;
 
 pub async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, interval: Duration) {
-    if pods.wait_until_ready().await.is_err() {
-        return;
+    // Readiness wakes only the most recent waiter, and the controller waits on the same store:
+    // look again every second rather than wait once.
+    loop {
+        match tokio::time::timeout(Duration::from_secs(1), pods.wait_until_ready()).await {
+            Ok(Ok(())) => break,
+            Ok(Err(_dropped)) => return,
+            Err(_still_waiting) => continue,
+        }
     }
     let mut ticker = tokio::time::interval(interval);
     loop {
@@ -19,7 +25,9 @@ pub async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, interva
         if !jobs.is_listed() {
             continue;
         }
-        for placeholder in jobs.live() {
+        let live = jobs.live();
+        tracing::debug!(placeholders = live.len(), pods = pods.state().len(), "sweeping for orphan placeholders");
+        for placeholder in live {
             let key = &placeholder.pod;
             let pod = pods.get(&ObjectRef::new(&key.name).within(&key.namespace));
             if pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(key.uid.as_str())) {

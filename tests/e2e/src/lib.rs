@@ -4,24 +4,28 @@
 //! Tests must run one at a time (`--test-threads=1`): they share the cluster's two Slurm nodes.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 use sunk::scheduler::PodKey;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 pub const SCHEDULER: &str = "sunk";
 
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// Where the local cluster keeps its state, as in tests/cluster/env.sh.
 fn state_dir() -> PathBuf {
-    std::env::var_os("SUNK_STATE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cluster"))
+    std::env::var_os("SUNK_STATE").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".cluster"))
 }
 
 fn slurm_url() -> String {
@@ -58,12 +62,16 @@ impl Cluster {
         Api::namespaced(self.kube.clone(), &self.namespace)
     }
 
-    /// Starts `sunk host` against the local cluster, with extra environment (e.g. failpoints).
+    /// Starts `sunk host` as the cluster admin, with extra environment (e.g. failpoints).
     pub fn start_host(&mut self, env: &[(&str, &str)]) -> anyhow::Result<usize> {
+        self.start_host_as(&state_dir().join("kubeconfig"), env)
+    }
+
+    /// Starts `sunk host` with the given kubeconfig.
+    pub fn start_host_as(&mut self, kubeconfig: &Path, env: &[(&str, &str)]) -> anyhow::Result<usize> {
         let state = state_dir();
-        let binary = std::env::var_os("SUNK_BINARY")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/sunk"));
+        let binary =
+            std::env::var_os("SUNK_BINARY").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/debug/sunk"));
         anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p sunk` first", binary.display());
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -72,7 +80,7 @@ impl Cluster {
         let child = Command::new(binary)
             .arg("host")
             .arg("--kubeconfig")
-            .arg(state.join("kubeconfig"))
+            .arg(kubeconfig)
             .arg("--slurm-url")
             .arg(slurm_url())
             .arg("--slurm-jwt-key")
@@ -97,6 +105,51 @@ impl Cluster {
             async move { exited.then_some(()) }
         })
         .await
+    }
+
+    /// `helm install`s the chart into this test's namespace with the real helm binary.
+    pub fn helm(&self, args: &[&str]) -> anyhow::Result<()> {
+        let helm = repo_root().join(".cache/bin/helm");
+        let output = Command::new(&helm)
+            .args(args)
+            .arg("--namespace")
+            .arg(&self.namespace)
+            .arg("--kubeconfig")
+            .arg(state_dir().join("kubeconfig"))
+            .current_dir(repo_root())
+            .output()
+            .with_context(|| format!("running {}", helm.display()))?;
+        anyhow::ensure!(output.status.success(), "helm {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        Ok(())
+    }
+
+    /// A kubeconfig that authenticates as a ServiceAccount of this namespace (a TokenRequest token),
+    /// so a process using it has exactly the RBAC the account was granted.
+    pub async fn service_account_kubeconfig(&self, account: &str) -> anyhow::Result<PathBuf> {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.kube.clone(), &self.namespace);
+        let request: TokenRequest =
+            serde_json::from_value(serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))?;
+        let token = accounts
+            .create_token_request(account, &PostParams::default(), &request)
+            .await?
+            .status
+            .context("no token in the TokenRequest answer")?
+            .token;
+        let admin = Kubeconfig::read_from(state_dir().join("kubeconfig"))?;
+        let cluster =
+            admin.clusters.first().and_then(|c| c.cluster.as_ref()).context("admin kubeconfig has no cluster")?;
+        let server = cluster.server.clone().context("admin kubeconfig has no server")?;
+        let ca = cluster.certificate_authority_data.clone().context("admin kubeconfig has no CA")?;
+        let path = state_dir().join(format!("kubeconfig-{}-{account}", self.namespace));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: local, cluster: {{server: \"{server}\", certificate-authority-data: {ca}}}}}]\n\
+                 users: [{{name: {account}, user: {{token: {token}}}}}]\n\
+                 contexts: [{{name: sa, context: {{cluster: local, user: {account}}}}}]\ncurrent-context: sa\n"
+            ),
+        )?;
+        Ok(path)
     }
 
     /// Creates a pod from JSON (its namespace is filled in).
@@ -168,34 +221,39 @@ impl Drop for Cluster {
             let _ = host.kill();
             let _ = host.wait();
         }
-        // Remove what the test left so the next test finds both Slurm nodes free. No namespace
-        // controller runs here, so pods are deleted one by one (and their jobs cancelled directly).
-        let (kube, slurm, namespace) = (self.kube.clone(), self.slurm.clone(), self.namespace.clone());
+        // Remove what the test left so the next test finds both Slurm nodes free. The test's own
+        // runtime is blocked here, and its clients' connections live on it, so the cleanup runs
+        // on a runtime of its own with fresh clients.
+        let namespace = self.namespace.clone();
         let cleanup = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(async move {
-                let pods: Api<Pod> = Api::namespaced(kube, &namespace);
-                if let Ok(list) = pods.list(&ListParams::default()).await {
-                    for pod in list.items {
-                        let _ = pods
-                            .delete(
-                                &pod.name_any(),
-                                &DeleteParams { grace_period_seconds: Some(0), ..Default::default() },
-                            )
-                            .await;
-                    }
-                }
-                if let Ok(JobsPage::All { jobs, .. }) = slurm.jobs(None).await {
-                    for job in jobs {
-                        if PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.namespace == namespace) {
-                            let _ = slurm.cancel(job.job_id).await;
-                        }
-                    }
-                }
-            });
+            if let Err(error) = runtime.block_on(cleanup(&namespace)) {
+                eprintln!("cleaning up namespace {namespace} failed: {error:#}");
+            }
         });
         let _ = cleanup.join();
     }
+}
+
+/// Deletes a test namespace's pods at once and cancels their placeholders. No namespace
+/// controller runs on the local cluster, so the namespace itself is left behind, empty.
+async fn cleanup(namespace: &str) -> anyhow::Result<()> {
+    let state = state_dir();
+    let kube = sunk::kube::connect(Some(&state.join("kubeconfig"))).await?;
+    let key = std::fs::read(state.join("slurm-etc/jwt.key"))?;
+    let slurm = SlurmClient::new(&slurm_url(), TokenSigner::new(&key, "root", Duration::from_secs(600)))?;
+    let pods: Api<Pod> = Api::namespaced(kube, namespace);
+    for pod in pods.list(&ListParams::default()).await?.items {
+        pods.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
+    }
+    if let JobsPage::All { jobs, .. } = slurm.jobs(None).await? {
+        for job in jobs {
+            if PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.namespace == namespace) {
+                slurm.cancel(job.job_id).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Polls `probe` every 200 ms until it yields a value or `timeout` passes.
