@@ -25,6 +25,8 @@ struct State {
     by_pod: HashMap<String, Vec<Placeholder>>,
     /// Jobs submitted by this host since the listing that is about to replace the cache began.
     submitted: Vec<(Instant, Placeholder)>,
+    /// When Slurm last refused a submission, by pod UID.
+    refusals: HashMap<String, Instant>,
     listed: bool,
     last_update: Option<u64>,
 }
@@ -67,6 +69,18 @@ impl JobCache {
         let mut state = self.write();
         state.by_pod.entry(placeholder.pod.uid.clone()).or_default().push(placeholder.clone());
         state.submitted.push((Instant::now(), placeholder));
+    }
+
+    /// Remembers that Slurm refused to take a job for this pod.
+    pub fn record_refusal(&self, uid: &str) {
+        self.write().refusals.insert(uid.to_string(), Instant::now());
+    }
+
+    /// When Slurm refused this pod's job, if that was less than `within` ago.
+    pub fn recent_refusal(&self, uid: &str, within: Duration) -> Option<Instant> {
+        let mut state = self.write();
+        state.refusals.retain(|_, at| at.elapsed() < within);
+        state.refusals.get(uid).copied()
     }
 
     /// Replaces the cache with a complete listing that began at `began`; returns the pods whose

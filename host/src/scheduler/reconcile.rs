@@ -49,7 +49,26 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     }
     let bound_to = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
     match (live.first(), bound_to) {
-        (None, None) if ended.is_empty() => submit(&pod, key, &ctx).await,
+        (None, None) if ended.is_empty() => {
+            if let Some(refusal) = ctx.jobs.recent_refusal(&key.uid, RECHECK) {
+                // Slurm refused this pod moments ago; a pod update must not resubmit at once.
+                return Ok(Action::requeue(RECHECK.saturating_sub(refusal.elapsed())));
+            }
+            submit(&pod, key, &ctx).await
+        }
+        (None, None) if ended.last().is_some_and(|p| !withdrawn(&p.job)) => {
+            // The job failed before it ever held a node (e.g. a constraint no node can meet): the
+            // pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
+            let job = &ended.last().expect("checked above").job;
+            let message = format!(
+                "Slurm job {} failed before it ran ({}{}); fix the pod's request and recreate it",
+                job.job_id,
+                job.state_name(),
+                reason_suffix(&job.state_reason)
+            );
+            ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobFailed", &message).await?;
+            Ok(Action::await_change())
+        }
         (None, _) => {
             let why = match ended.last() {
                 Some(p) => format!(
@@ -107,6 +126,11 @@ fn leaving(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some() || finished
 }
 
+/// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.
+fn withdrawn(job: &crate::slurm::Job) -> bool {
+    job.job_state.iter().any(|state| matches!(state.as_str(), "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE"))
+}
+
 fn reason_suffix(reason: &str) -> String {
     if reason.is_empty() || reason == "None" { String::new() } else { format!(": {reason}") }
 }
@@ -140,6 +164,7 @@ async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> 
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
         Err(error @ crate::slurm::SlurmError::Api { .. } | error @ crate::slurm::SlurmError::NotSubmitted(_)) => {
+            ctx.jobs.record_refusal(&key.uid);
             let message = format!("Slurm refused the job: {error}");
             ctx.writer.set_scheduled_condition(pod, false, "SlurmRejected", &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;

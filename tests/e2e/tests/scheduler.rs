@@ -41,12 +41,15 @@ async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<
 async fn deleting_a_pod_cancels_its_job() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("delete").await?;
     cluster.start_host(&[])?;
-    let bound = cluster.create_pod(pod("bound", "1", "256Mi")).await?;
+    let bound = cluster.create_pod(pod("bound", "4", "256Mi")).await?;
     cluster.wait_pod("bound", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
-    // A second pod asks for more than any node has, so its job stays pending.
-    let pending = cluster.create_pod(pod("pending", "64", "256Mi")).await?;
+    // A second pod pinned to the node the first one fills, so its job stays pending.
+    let busy = cluster.jobs_of(bound.metadata.uid.as_deref().unwrap()).await?[0].nodes.clone();
+    let mut pinned = pod("pending", "4", "256Mi");
+    pinned["metadata"]["annotations"] = serde_json::json!({"sunk.dev/required-nodes": busy});
+    let pending = cluster.create_pod(pinned).await?;
     cluster
-        .wait_pod("pending", "the big pod's job to be pending", BIND, |pod| {
+        .wait_pod("pending", "the pinned pod's job to be pending", BIND, |pod| {
             scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "SlurmJobPending")
         })
         .await?;
@@ -144,5 +147,52 @@ async fn a_pod_waits_for_a_full_cluster_with_the_slurm_reason_then_binds() -> an
         .wait_pod("waiter", "the pod to be bound once capacity frees", BIND, |pod| node_name(pod).is_some())
         .await?;
     assert_eq!(node_name(&bound), node_name(&freed), "it takes the freed node");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_slurm_can_never_place_stays_pending_with_slurms_error_and_one_job() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("impossible").await?;
+    cluster.start_host(&[])?;
+    let created = cluster.create_pod(pod("huge", "64", "1Gi")).await?;
+    let refused = cluster
+        .wait_pod("huge", "the pod to carry Slurm's refusal", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(status, reason, _)| status == "False" && reason == "SlurmJobFailed")
+        })
+        .await?;
+    let (_, _, message) = scheduled_condition(&refused).unwrap();
+    assert!(message.contains("BadConstraints"), "names Slurm's reason: {message}");
+    let events = cluster.events_of("huge").await?;
+    assert!(
+        events.iter().any(|(reason, note)| reason == "FailedScheduling"
+            && note.contains("Requested node configuration is not available")),
+        "an event carries Slurm's own words: {events:?}"
+    );
+    // It is neither deleted nor resubmitted over and over.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(node_name(&cluster.pods().get("huge").await?).is_none());
+    assert_eq!(cluster.jobs_of(created.metadata.uid.as_deref().unwrap()).await?.len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn placeholders_of_pods_deleted_while_the_host_was_down_are_cancelled() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("orphan").await?;
+    let host = cluster.start_host(&[("SUNK_FAILPOINTS", "after-submit")])?;
+    let created = cluster.create_pod(pod("gone", "1", "256Mi")).await?;
+    let uid = created.metadata.uid.clone().unwrap();
+    cluster.wait_host_exit(host, BIND).await?;
+    cluster.delete_pod("gone").await?;
+    let jobs = cluster.jobs_of(&uid).await?;
+    assert!(jobs.len() == 1 && jobs[0].state() != JobState::Ended, "a live orphan: {jobs:?}");
+
+    cluster.start_host(&[])?;
+    let (slurm, uid) = (&cluster, uid.as_str());
+    let state = wait_for("the orphan to be cancelled", BIND, || async move {
+        let jobs = slurm.jobs_of(uid).await.ok()?;
+        jobs.iter().find(|job| job.state() == JobState::Ended).map(|job| job.state_name())
+    })
+    .await?;
+    assert_eq!(state, "CANCELLED");
     Ok(())
 }
