@@ -52,6 +52,8 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
     let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
     let slurm = SlurmClient::new(&args.slurm_url, signer)?;
     slurm.ping().await.with_context(|| format!("--slurm-url {}: slurmrestd does not answer", args.slurm_url))?;
+    // Read once: a partition added later needs a host restart before pods may name it.
+    let partitions = slurm.partitions().await.context("listing Slurm partitions")?;
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
     let mapper = JobMapper::bundled().context("loading the bundled job-mapper policy")?;
     tracing::info!(digest = mapper.digest(), "job-mapper policy loaded");
@@ -59,7 +61,7 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
         scheduler_name: args.scheduler_name,
         poll_interval: Duration::from_millis(args.poll_interval_ms.max(50)),
         cluster: policy::Cluster {
-            partitions: Vec::new(),
+            partitions,
             default_partition: args.default_partition,
             default_account: args.default_account,
             kill_wait_seconds: args.slurm_kill_wait,

@@ -8,7 +8,7 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::model::{Envelope, JobsResponse, NodesResponse, SubmitResponse};
+use super::model::{Envelope, JobsResponse, NodesResponse, PartitionsResponse, SubmitResponse};
 use super::{Job, JobDescription, Node, SlurmError, TokenSigner};
 
 const API: &str = "slurm/v0.0.42";
@@ -97,6 +97,13 @@ impl SlurmClient {
         }
     }
 
+    /// The names of the cluster's partitions.
+    pub async fn partitions(&self) -> Result<Vec<String>, SlurmError> {
+        let answer: PartitionsResponse =
+            decode("partitions", self.request(Method::GET, "partitions")?.send().await?).await?;
+        Ok(answer.partitions.into_iter().map(|partition| partition.name).collect())
+    }
+
     pub async fn nodes(&self) -> Result<Vec<Node>, SlurmError> {
         let answer: NodesResponse = decode("nodes", self.request(Method::GET, "nodes")?.send().await?).await?;
         Ok(answer.nodes)
@@ -150,6 +157,11 @@ impl HasEnvelope for SubmitResponse {
     }
 }
 impl HasEnvelope for JobsResponse {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+}
+impl HasEnvelope for PartitionsResponse {
     fn envelope(&self) -> &Envelope {
         &self.envelope
     }

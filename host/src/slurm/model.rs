@@ -217,6 +217,19 @@ pub(super) struct NodesResponse {
     pub envelope: Envelope,
 }
 
+#[derive(Debug, Deserialize)]
+pub(super) struct Partition {
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct PartitionsResponse {
+    #[serde(default)]
+    pub partitions: Vec<Partition>,
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
@@ -15,7 +15,11 @@ use tokio::sync::Mutex;
 struct Running {
     child: Child,
     conf: String,
+    started: Instant,
 }
+
+/// A slurmd that dies is started again, but not sooner than this after its last start.
+const RESTART_BACKOFF: Duration = Duration::from_secs(2);
 
 /// The slurmd processes this agent started, by Slurm node name.
 pub struct Supervisor {
@@ -67,14 +71,14 @@ impl Supervisor {
     pub async fn ensure_running(&self, node: &str, conf: &str) -> anyhow::Result<bool> {
         let mut running = self.running.lock().await;
         if let Some(current) = running.get_mut(node) {
-            if current.child.try_wait()?.is_none() {
+            if current.child.try_wait()?.is_none() || current.started.elapsed() < RESTART_BACKOFF {
                 return Ok(false);
             }
             tracing::warn!(node, "slurmd exited; restarting it");
         }
         let conf = format!("{conf} Port={}", self.port(node));
         let log = OpenOptions::new().create(true).append(true).open(self.dir.join(format!("slurmd-{node}.log")))?;
-        let script = r#"mount -t tmpfs tmpfs "$1/run/slurm" && exec chroot "$1" /usr/bin/env SLURM_CONF=/etc/slurm/slurm.conf /usr/sbin/slurmd -D -Z -N "$2" --conf "$3""#;
+        let script = r#"mkdir -p "$1/run/slurm" && mount -t tmpfs tmpfs "$1/run/slurm" && exec chroot "$1" /usr/bin/env SLURM_CONF=/etc/slurm/slurm.conf /usr/sbin/slurmd -D -Z -N "$2" --conf "$3""#;
         let child = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "sh", "-c", script, "sh"])
             .arg(&self.root)
@@ -87,7 +91,7 @@ impl Supervisor {
             std::fs::write(self.pidfile(node), pid.to_string())?;
         }
         tracing::info!(node, conf, "started slurmd");
-        running.insert(node.to_string(), Running { child, conf });
+        running.insert(node.to_string(), Running { child, conf, started: Instant::now() });
         Ok(true)
     }
 

@@ -196,3 +196,25 @@ async fn placeholders_of_pods_deleted_while_the_host_was_down_are_cancelled() ->
     assert_eq!(state, "CANCELLED");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_malformed_annotation_or_unknown_partition_is_refused_naming_the_key() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("annotations").await?;
+    cluster.start_host(&[])?;
+    for (name, key, value) in
+        [("soon", "sunk.dev/timeout", "soon"), ("nowhere", "sunk.coreweave.com/partition", "nowhere")]
+    {
+        let mut spec = pod(name, "1", "256Mi");
+        spec["metadata"]["annotations"] = serde_json::json!({ key: value });
+        let created = cluster.create_pod(spec).await?;
+        let refused = cluster
+            .wait_pod(name, "a PolicyRejected condition", BIND, |pod| {
+                scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "PolicyRejected")
+            })
+            .await?;
+        let (_, _, message) = scheduled_condition(&refused).unwrap();
+        assert!(message.contains(key) && message.contains(value), "names {key} and {value:?}: {message}");
+        assert!(cluster.jobs_of(created.metadata.uid.as_deref().unwrap()).await?.is_empty());
+    }
+    Ok(())
+}
