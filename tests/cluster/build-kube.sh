@@ -44,6 +44,7 @@ if [[ -x $SUNK_BIN/helm && -f $helm_stamp ]]; then
   log "helm $HELM_VERSION: cached"
 else
   log "building helm $HELM_VERSION"
-  GOBIN=$SUNK_BIN go install -trimpath -ldflags=-s "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  GOBIN=$SUNK_BIN go install -trimpath -ldflags=-s "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" 2>"$SUNK_CACHE/helm-build.log" \
+    || { tail -20 "$SUNK_CACHE/helm-build.log"; die "building helm failed"; }
   touch "$helm_stamp"
 fi

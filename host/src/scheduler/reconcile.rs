@@ -60,23 +60,14 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             // The job failed before it ever held a node (e.g. a constraint no node can meet): the
             // pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
             let job = &ended.last().expect("checked above").job;
-            let message = format!(
-                "Slurm job {} failed before it ran ({}{}); fix the pod's request and recreate it",
-                job.job_id,
-                job.state_name(),
-                reason_suffix(&job.state_reason)
-            );
+            let message =
+                format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
             ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobFailed", &message).await?;
             Ok(Action::await_change())
         }
         (None, _) => {
             let why = match ended.last() {
-                Some(p) => format!(
-                    "Slurm job {} ended ({}{})",
-                    p.job.job_id,
-                    p.job.state_name(),
-                    reason_suffix(&p.job.state_reason)
-                ),
+                Some(p) => format!("Slurm job {} ended", describe(&p.job)),
                 None => "its Slurm job no longer exists".to_string(),
             };
             ctx.writer.event(&pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
@@ -86,12 +77,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         (Some(placeholder), None) => match placeholder.job.state() {
             JobState::Running => bind(&pod, placeholder, &ctx).await,
             _ => {
-                let message = format!(
-                    "waiting for Slurm: job {} is {}{}",
-                    placeholder.job.job_id,
-                    placeholder.job.state_name(),
-                    reason_suffix(&placeholder.job.state_reason)
-                );
+                let message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
                 ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobPending", &message).await?;
                 Ok(Action::requeue(RECHECK))
             }
@@ -131,8 +117,12 @@ fn withdrawn(job: &crate::slurm::Job) -> bool {
     job.job_state.iter().any(|state| matches!(state.as_str(), "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE"))
 }
 
-fn reason_suffix(reason: &str) -> String {
-    if reason.is_empty() || reason == "None" { String::new() } else { format!(": {reason}") }
+/// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one.
+fn describe(job: &crate::slurm::Job) -> String {
+    match job.state_reason.as_str() {
+        "" | "None" => format!("{} ({})", job.job_id, job.state_name()),
+        reason => format!("{} ({}: {reason})", job.job_id, job.state_name()),
+    }
 }
 
 async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
