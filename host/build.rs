@@ -4,6 +4,9 @@
 //! nested `cargo build` (own target directory, so it never waits on the outer build's lock), then the
 //! core module is turned into a component with `wit-component`. Building for `wasm32-unknown-unknown`
 //! rather than `wasm32-wasip2` keeps WASI out of the component: it imports only `sunk:policy/host`.
+//!
+//! The test fixtures of the abuse suite are built the same way (they are small); one of them is built
+//! for `wasm32-wasip2` on purpose, to import WASI.
 
 use std::env;
 use std::ffi::OsString;
@@ -13,11 +16,40 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-const WASM_TARGET: &str = "wasm32-unknown-unknown";
 const PROFILE: &str = "policy";
 
-/// Bundled policies: (package, file written to OUT_DIR).
-const POLICIES: &[(&str, &str)] = &[("sunk-policy-job-mapper", "job_mapper.wasm")];
+/// A component to build into OUT_DIR.
+struct Component {
+    package: &'static str,
+    /// File written to OUT_DIR.
+    file: &'static str,
+    target: Target,
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    /// A core module, turned into a component here.
+    Bare,
+    /// rustc's linker already makes a component, with WASI imports.
+    Wasip2,
+}
+
+impl Target {
+    fn triple(self) -> &'static str {
+        match self {
+            Target::Bare => "wasm32-unknown-unknown",
+            Target::Wasip2 => "wasm32-wasip2",
+        }
+    }
+}
+
+const COMPONENTS: &[Component] = &[
+    Component { package: "sunk-policy-job-mapper", file: "job_mapper.wasm", target: Target::Bare },
+    Component { package: "sunk-policy-preemption", file: "preemption.wasm", target: Target::Bare },
+    Component { package: "sunk-policy-drain", file: "drain.wasm", target: Target::Bare },
+    Component { package: "sunk-policy-abuse", file: "abuse.wasm", target: Target::Bare },
+    Component { package: "sunk-policy-wasi-import", file: "wasi_import.wasm", target: Target::Wasip2 },
+];
 
 fn main() {
     if let Err(error) = run() {
@@ -32,24 +64,30 @@ fn run() -> Result<()> {
     let workspace = manifest_dir.parent().context("the host crate has no parent directory")?.to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR")?);
 
-    for watched in ["policies", "wit", "Cargo.toml", "Cargo.lock"] {
+    for watched in ["policies", "tests/policies", "wit", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     println!("cargo:rerun-if-changed=build.rs");
 
-    check_wasm_target()?;
+    for target in [Target::Bare, Target::Wasip2] {
+        check_wasm_target(target.triple())?;
+    }
     let target_dir = workspace.join("target").join("policies");
-    for (package, file) in POLICIES {
-        let core = build_core_module(&workspace, &target_dir, package)?;
-        let component = componentize(&core).with_context(|| format!("turning {package} into a component"))?;
-        let out = out_dir.join(file);
-        fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
+    for component in COMPONENTS {
+        let (package, target) = (component.package, component.target);
+        let built = build_wasm(&workspace, &target_dir, package, target.triple())?;
+        let bytes = match target {
+            Target::Bare => componentize(&built).with_context(|| format!("turning {package} into a component"))?,
+            Target::Wasip2 => built,
+        };
+        let out = out_dir.join(component.file);
+        fs::write(&out, bytes).with_context(|| format!("writing {}", out.display()))?;
     }
     Ok(())
 }
 
-/// Fails early, with the fix, when the standard library for the wasm target is not installed.
-fn check_wasm_target() -> Result<()> {
+/// Fails early, with the fix, when the standard library for a wasm target is not installed.
+fn check_wasm_target(triple: &str) -> Result<()> {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let output = Command::new(&rustc)
         .args(["--print", "sysroot"])
@@ -59,24 +97,24 @@ fn check_wasm_target() -> Result<()> {
         bail!("`rustc --print sysroot` failed: {}", String::from_utf8_lossy(&output.stderr));
     }
     let sysroot = PathBuf::from(String::from_utf8(output.stdout)?.trim());
-    if !sysroot.join("lib/rustlib").join(WASM_TARGET).join("lib").is_dir() {
+    if !sysroot.join("lib/rustlib").join(triple).join("lib").is_dir() {
         bail!(
-            "the Rust target {WASM_TARGET} is not installed (needed to build the bundled policies); \
-             run `rustup target add {WASM_TARGET}`"
+            "the Rust target {triple} is not installed (needed to build the bundled policies); \
+             run `rustup target add {triple}`"
         );
     }
     Ok(())
 }
 
-/// Runs the nested `cargo build` and returns the core module's bytes.
-fn build_core_module(workspace: &Path, target_dir: &Path, package: &str) -> Result<Vec<u8>> {
+/// Runs the nested `cargo build` and returns the `.wasm` file's bytes.
+fn build_wasm(workspace: &Path, target_dir: &Path, package: &str, triple: &str) -> Result<Vec<u8>> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
         .arg("build")
         .arg("--manifest-path")
         .arg(workspace.join("Cargo.toml"))
-        .args(["-p", package, "--target", WASM_TARGET, "--profile", PROFILE])
+        .args(["-p", package, "--target", triple, "--profile", PROFILE])
         .arg("--target-dir")
         .arg(target_dir);
     for (key, _) in env::vars_os() {
@@ -86,9 +124,9 @@ fn build_core_module(workspace: &Path, target_dir: &Path, package: &str) -> Resu
     }
     let output = command.output().with_context(|| format!("running cargo build for {package}"))?;
     if !output.status.success() {
-        bail!("building {package} for {WASM_TARGET} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+        bail!("building {package} for {triple} failed:\n{}", String::from_utf8_lossy(&output.stderr));
     }
-    let artifact = target_dir.join(WASM_TARGET).join(PROFILE).join(format!("{}.wasm", package.replace('-', "_")));
+    let artifact = target_dir.join(triple).join(PROFILE).join(format!("{}.wasm", package.replace('-', "_")));
     fs::read(&artifact).with_context(|| format!("reading {}", artifact.display()))
 }
 

@@ -15,6 +15,8 @@ log "unit tests"
 cargo test -q --workspace --exclude sunk-e2e
 log "building the host and the test agent"
 cargo build -q -p sunk -p sunk-test-agent
+log "example policies: build, check and test against their cases"
+"$here/policy-examples.sh"
 
 trap '"$SUNK_ROOT/tests/cluster/down.sh" || true' EXIT
 [[ -n ${SUNK_KEEP_CLUSTER:-} ]] && trap - EXIT

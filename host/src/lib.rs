@@ -4,7 +4,9 @@
 //! knows nothing of policies. Controllers (`scheduler`) talk to both through narrow types.
 
 pub mod cli;
+pub mod delivery;
 mod failpoint;
+pub mod http;
 pub mod kube;
 pub mod policy;
 pub mod scheduler;

@@ -1,14 +1,17 @@
 //! `sunk host`: the long-running controller.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::policy::{self, JobMapper};
-use crate::scheduler;
+use crate::delivery::{self, Decision};
+use crate::policy::{self, FailureModes, OnFailure, Policies};
 use crate::slurm::{SlurmClient, TokenSigner};
+use crate::{http, scheduler};
 
 #[derive(Args)]
 pub struct HostArgs {
@@ -39,7 +42,25 @@ pub struct HostArgs {
     /// Partition for placeholder jobs whose pod names none (Slurm's default partition when unset).
     #[arg(long, env = "SUNK_DEFAULT_PARTITION")]
     default_partition: Option<String>,
+    /// Where /metrics and /healthz are served.
+    #[arg(long, env = "SUNK_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    http_addr: SocketAddr,
+    /// The namespace whose PolicyModules (and their ConfigMaps and Secrets) the host loads; by default
+    /// the host's own namespace in a cluster, else `default`.
+    #[arg(long, env = "SUNK_POLICY_NAMESPACE")]
+    policy_namespace: Option<String>,
+    /// A directory of policy modules (`job-mapper.wasm`, `preemption.wasm`, `drain.wasm`, each with an
+    /// optional `<decision>.config`), polled for changes. PolicyModules take precedence over it.
+    #[arg(long, env = "SUNK_POLICY_DIR")]
+    policy_dir: Option<PathBuf>,
+    /// Decision points that fail closed: when their module fails, the decision fails (and is retried)
+    /// instead of falling back to the bundled default. Repeatable: job-mapper, preemption, drain.
+    #[arg(long = "policy-fail-closed", env = "SUNK_POLICY_FAIL_CLOSED", value_delimiter = ',')]
+    fail_closed: Vec<Decision>,
 }
+
+/// The namespace a pod's service account lives in, when running in a cluster.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 pub fn run(args: HostArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -55,8 +76,18 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
     // Read once: a partition added later needs a host restart before pods may name it.
     let partitions = slurm.partitions().await.context("listing Slurm partitions")?;
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
-    let mapper = JobMapper::bundled().context("loading the bundled job-mapper policy")?;
-    tracing::info!(digest = mapper.digest(), "job-mapper policy loaded");
+    let policies = Arc::new(Policies::bundled(failure_modes(&args.fail_closed))?);
+    tracing::info!(digest = policies.job_mapper.live().module.digest(), "bundled policies loaded");
+
+    let mut registry = prometheus_client::registry::Registry::default();
+    policies.metrics.register(&mut registry);
+    http::serve(args.http_addr, registry).await?;
+
+    let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
+    tokio::spawn(delivery::run(client.clone(), namespace, policies.clone()));
+    if let Some(dir) = args.policy_dir.clone() {
+        tokio::spawn(delivery::watch_directory(dir, policies.clone()));
+    }
     let config = scheduler::Config {
         scheduler_name: args.scheduler_name,
         poll_interval: Duration::from_millis(args.poll_interval_ms.max(50)),
@@ -67,5 +98,20 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
             kill_wait_seconds: args.slurm_kill_wait,
         },
     };
-    scheduler::run(client, slurm, mapper, config).await
+    scheduler::run(client, slurm, policies, config).await
+}
+
+fn failure_modes(fail_closed: &[Decision]) -> FailureModes {
+    let mode = |decision| if fail_closed.contains(&decision) { OnFailure::FailClosed } else { OnFailure::Fallback };
+    FailureModes {
+        job_mapper: mode(Decision::JobMapper),
+        preemption: mode(Decision::Preemption),
+        drain: mode(Decision::Drain),
+    }
+}
+
+fn own_namespace() -> String {
+    std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+        .map(|ns| ns.trim().to_owned())
+        .unwrap_or_else(|_| "default".into())
 }

@@ -1,6 +1,7 @@
 //! The `sunk` command line.
 
 mod host;
+mod policy;
 
 use std::process::ExitCode;
 
@@ -17,6 +18,11 @@ struct Cli {
 enum Command {
     /// Runs the host controller: the pod scheduler (and, later, the NodeSet controller and syncer).
     Host(host::HostArgs),
+    /// Builds, checks, tests, benchmarks and pushes policy modules.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+    /// Prints the CustomResourceDefinitions sunk serves (YAML), for `kubectl apply -f -`.
+    Crds,
 }
 
 pub fn main() -> ExitCode {
@@ -25,6 +31,8 @@ pub fn main() -> ExitCode {
     crate::tls::install_crypto_provider();
     let result = match cli.command {
         Command::Host(args) => host::run(args),
+        Command::Policy(command) => policy::run(command),
+        Command::Crds => print_crds(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -33,6 +41,12 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn print_crds() -> anyhow::Result<()> {
+    use kube::CustomResourceExt;
+    print!("{}", serde_saphyr::to_string(&crate::delivery::PolicyModule::crd())?);
+    Ok(())
 }
 
 fn init_tracing() {

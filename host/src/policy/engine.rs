@@ -45,8 +45,8 @@ pub(crate) struct Runtime {
 }
 
 /// What a decision's store holds: the state behind the host imports, and the limiter.
-pub(crate) struct StoreState {
-    pub host: HostState,
+pub struct StoreState {
+    pub(crate) host: HostState,
     limiter: Limiter,
 }
 

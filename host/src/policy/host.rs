@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use wasmtime::component::{HasSelf, Linker};
 
-use super::job_mapper::bindings::sunk::policy::{host, job_types};
+use super::bindings::{HostSide, common, drain_types, host, job_types, preemption_types};
 
 /// Lines one decision may log; further lines are dropped (with one warning).
 const MAX_LOG_LINES: u32 = 64;
@@ -36,8 +36,7 @@ impl HostState {
 
 /// Adds the host interface (and the types-only interfaces of the package) to `linker`.
 pub(crate) fn add_to_linker<T: 'static>(linker: &mut Linker<T>, get: fn(&mut T) -> &mut HostState) -> Result<()> {
-    host::add_to_linker::<T, HasSelf<HostState>>(linker, get)?;
-    job_types::add_to_linker::<T, HasSelf<HostState>>(linker, get)?;
+    HostSide::add_to_linker::<T, HasSelf<HostState>>(linker, get)?;
     Ok(())
 }
 
@@ -81,4 +80,8 @@ impl host::Host for HostState {
     }
 }
 
+// The other interfaces hold only types; a component still imports them, so they are linked.
+impl common::Host for HostState {}
 impl job_types::Host for HostState {}
+impl preemption_types::Host for HostState {}
+impl drain_types::Host for HostState {}

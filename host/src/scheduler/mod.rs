@@ -22,7 +22,7 @@ pub use pod_record::pod_record;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
 
 use crate::kube::PodWriter;
-use crate::policy::{self, JobMapper, PolicyError};
+use crate::policy::{self, Policies, PolicyError};
 use crate::slurm::{SlurmClient, SlurmError};
 
 /// What the scheduler is told at start-up.
@@ -40,7 +40,7 @@ pub struct Context {
     pub writer: PodWriter,
     pub slurm: SlurmClient,
     pub jobs: JobCache,
-    pub mapper: JobMapper,
+    pub policies: Arc<Policies>,
     pub slurmd: SlurmdPods,
     pub cluster: policy::Cluster,
 }
@@ -56,7 +56,7 @@ pub enum Error {
 }
 
 /// Runs the scheduler until a termination signal arrives.
-pub async fn run(client: Client, slurm: SlurmClient, mapper: JobMapper, config: Config) -> anyhow::Result<()> {
+pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, config: Config) -> anyhow::Result<()> {
     let (slurmd_store, slurmd_writer) = reflector::store();
     let slurmd_watch = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(SLURM_NODE_LABEL));
     tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().touched_objects().for_each(|_| async {}));
@@ -74,7 +74,7 @@ pub async fn run(client: Client, slurm: SlurmClient, mapper: JobMapper, config: 
         writer: PodWriter::new(client, &config.scheduler_name),
         slurm,
         jobs,
-        mapper,
+        policies,
         slurmd: SlurmdPods::new(slurmd_store),
         cluster: config.cluster,
     });

@@ -17,6 +17,7 @@ use super::placeholder::{self, PodKey};
 use super::{Context, Error, pod_record};
 use crate::failpoint;
 use crate::policy::Mapping;
+use crate::policy::worlds::MapPodInput;
 use crate::slurm::JobState;
 
 /// How long a pod waits for a second look when nothing is expected to change it sooner.
@@ -132,8 +133,10 @@ async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(
 }
 
 async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
-    let record = pod_record::pod_record(pod);
-    let request = match ctx.mapper.map_pod(&record, &ctx.cluster) {
+    let input = MapPodInput { pod: pod_record::pod_record(pod), cluster: ctx.cluster.clone() };
+    // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
+    let decision = tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input));
+    let request = match decision {
         Ok(Mapping::Job(request)) => request,
         Ok(Mapping::Reject(rejection)) => {
             let message = format!("{}: {}", rejection.field, rejection.message);

@@ -150,6 +150,11 @@ pub struct Job {
     pub name: String,
     #[serde(default)]
     pub admin_comment: String,
+    /// The user-visible comment (a policy may set it).
+    #[serde(default)]
+    pub comment: String,
+    #[serde(default)]
+    pub account: String,
     #[serde(default)]
     pub job_state: Vec<String>,
     /// Allocated nodes as a Slurm host list (`slurm-[1-2]`), empty while pending.

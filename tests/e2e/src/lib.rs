@@ -28,6 +28,39 @@ fn state_dir() -> PathBuf {
     std::env::var_os("SUNK_STATE").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".cluster"))
 }
 
+fn sunk_binary() -> PathBuf {
+    std::env::var_os("SUNK_BINARY").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/debug/sunk"))
+}
+
+/// A component built from `examples/policies/<name>` by `scripts/policy-examples.sh`.
+pub fn example_policy(name: &str) -> anyhow::Result<PathBuf> {
+    let path = repo_root().join("target/examples").join(format!("{name}.wasm"));
+    anyhow::ensure!(path.exists(), "{} is missing: run scripts/policy-examples.sh first", path.display());
+    Ok(path)
+}
+
+/// Installs the CustomResourceDefinitions this build of sunk serves (what the chart's `crds/` holds),
+/// and waits until the API server serves them.
+async fn ensure_crds(kube: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    use kube::api::{Patch, PatchParams};
+    let crd = sunk::delivery::PolicyModule::crd();
+    let name = crd.name_any();
+    let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    crds.patch(&name, &PatchParams::apply("sunk-e2e").force(), &Patch::Apply(&crd)).await?;
+    wait_for("the PolicyModule CRD to be established", Duration::from_secs(20), || {
+        let crds = crds.clone();
+        let name = name.clone();
+        async move {
+            let crd = crds.get(&name).await.ok()?;
+            let conditions = crd.status?.conditions?;
+            conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+        }
+    })
+    .await
+}
+
 fn slurm_url() -> String {
     let port = std::env::var("SLURMRESTD_PORT").unwrap_or_else(|_| "16820".into());
     format!("http://127.0.0.1:{port}")
@@ -39,6 +72,8 @@ pub struct Cluster {
     pub slurm: SlurmClient,
     pub namespace: String,
     hosts: Vec<Child>,
+    /// Where each host serves /metrics, by host index.
+    http_ports: Vec<u16>,
 }
 
 impl Cluster {
@@ -55,7 +90,8 @@ impl Cluster {
         let namespace = format!("{test}-{stamp:x}");
         let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}}))?;
         Api::<Namespace>::all(kube.clone()).create(&PostParams::default(), &ns).await?;
-        Ok(Self { kube, slurm, namespace, hosts: Vec::new() })
+        ensure_crds(&kube).await?;
+        Ok(Self { kube, slurm, namespace, hosts: Vec::new(), http_ports: Vec::new() })
     }
 
     pub fn pods(&self) -> Api<Pod> {
@@ -70,13 +106,13 @@ impl Cluster {
     /// Starts `sunk host` with the given kubeconfig.
     pub fn start_host_as(&mut self, kubeconfig: &Path, env: &[(&str, &str)]) -> anyhow::Result<usize> {
         let state = state_dir();
-        let binary =
-            std::env::var_os("SUNK_BINARY").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/debug/sunk"));
+        let binary = sunk_binary();
         anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p sunk` first", binary.display());
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(state.join(format!("logs/host-{}.log", self.namespace)))?;
+        let http_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let child = Command::new(binary)
             .arg("host")
             .arg("--kubeconfig")
@@ -89,12 +125,39 @@ impl Cluster {
             .arg(SCHEDULER)
             .arg("--poll-interval-ms")
             .arg("200")
+            .arg("--policy-namespace")
+            .arg(&self.namespace)
+            .arg("--http-addr")
+            .arg(format!("127.0.0.1:{http_port}"))
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
         self.hosts.push(child);
+        self.http_ports.push(http_port);
         Ok(self.hosts.len() - 1)
+    }
+
+    /// The text of a host's /metrics (waits for the endpoint to come up).
+    pub async fn metrics(&self, host: usize) -> anyhow::Result<String> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.http_ports[host]);
+        wait_for("the host's /metrics", Duration::from_secs(20), || {
+            let url = url.clone();
+            async move { reqwest::get(&url).await.ok()?.error_for_status().ok()?.text().await.ok() }
+        })
+        .await
+    }
+
+    /// The `sunk` binary with `args`, acting as the cluster admin, run from the repository root.
+    pub fn sunk_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(sunk_binary());
+        command.args(args).env("SUNK_KUBECONFIG", state_dir().join("kubeconfig")).current_dir(repo_root());
+        command
+    }
+
+    /// Runs the `sunk` binary with `args` as the cluster admin; returns its output.
+    pub fn sunk_cli(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        Ok(self.sunk_command(args).output()?)
     }
 
     /// Waits for a host started earlier to exit on its own (e.g. at a failpoint).

@@ -1,0 +1,246 @@
+//! A decision point: the live module of one world, the bundled default behind it, and the swap
+//! between versions.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use arc_swap::ArcSwap;
+
+use super::error::PolicyError;
+use super::metrics::{Outcome, PolicyLabels, PolicyMetrics, ReloadResult};
+use super::module::Module;
+use super::world::World;
+
+/// What happens to a decision when the live module fails it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnFailure {
+    /// The bundled default decides instead.
+    #[default]
+    Fallback,
+    /// The decision fails; the caller keeps the object waiting and retries.
+    FailClosed,
+}
+
+/// Where a module came from; names it in metrics, logs and status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Compiled into the binary.
+    Bundled,
+    /// A file of the policy directory.
+    File(String),
+    /// A `PolicyModule` resource.
+    Resource(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Bundled => f.write_str("bundled"),
+            Source::File(path) => write!(f, "file/{path}"),
+            Source::Resource(name) => write!(f, "policymodule/{name}"),
+        }
+    }
+}
+
+/// A module and where it came from.
+pub struct Live<W: World> {
+    pub module: Module<W>,
+    pub source: Source,
+    labels: PolicyLabels,
+}
+
+impl<W: World> Live<W> {
+    fn new(module: Module<W>, source: Source) -> Arc<Self> {
+        let labels =
+            PolicyLabels { decision: W::NAME, policy: source.to_string(), digest: module.digest()[..12].to_owned() };
+        Arc::new(Live { module, source, labels })
+    }
+}
+
+/// One decision point. Decisions read the live module without locking; a swap replaces it atomically,
+/// so decisions already running finish on the version they started with.
+pub struct DecisionPoint<W: World> {
+    live: ArcSwap<Live<W>>,
+    previous: Mutex<Option<Arc<Live<W>>>>,
+    bundled: Arc<Live<W>>,
+    on_failure: OnFailure,
+    metrics: PolicyMetrics,
+}
+
+impl<W: World> DecisionPoint<W> {
+    /// A decision point running the bundled default.
+    pub fn bundled(on_failure: OnFailure, metrics: PolicyMetrics) -> Result<Self> {
+        let bundled = Live::new(Module::bundled()?, Source::Bundled);
+        Ok(DecisionPoint {
+            live: ArcSwap::new(bundled.clone()),
+            previous: Mutex::new(None),
+            bundled,
+            on_failure,
+            metrics,
+        })
+    }
+
+    /// Decides with the live module. When it fails and the point falls back, the bundled default
+    /// decides; the failure is counted and logged either way.
+    pub fn decide(&self, input: &W::Input) -> Result<W::Output, PolicyError> {
+        let live = self.live.load_full();
+        let result = self.run(&live, input);
+        let Err(error) = result else {
+            return result;
+        };
+        if self.on_failure == OnFailure::FailClosed || Arc::ptr_eq(&live, &self.bundled) {
+            return Err(error);
+        }
+        self.metrics.count(&live.labels, Outcome::fallback);
+        tracing::warn!(decision = W::NAME, policy = %live.source, %error, "policy failed; the bundled default decides");
+        self.run(&self.bundled, input)
+    }
+
+    /// Runs one decision on `live`, counting and logging it.
+    fn run(&self, live: &Live<W>, input: &W::Input) -> Result<W::Output, PolicyError> {
+        let start = Instant::now();
+        let result = live.module.decide(input);
+        let elapsed = start.elapsed();
+        let outcome = match &result {
+            Ok(output) if W::is_rejection(output) => Outcome::rejected,
+            Ok(_) => Outcome::ok,
+            Err(PolicyError::Trap(_)) => Outcome::trap,
+            Err(PolicyError::Timeout) => Outcome::timeout,
+            Err(PolicyError::OutOfMemory) => Outcome::out_of_memory,
+            Err(PolicyError::Invalid(_)) => Outcome::invalid,
+        };
+        self.metrics.observe(&live.labels, outcome, elapsed.as_secs_f64());
+        log_decision(live, input, &result, outcome, elapsed);
+        result
+    }
+
+    /// The module deciding now.
+    pub fn live(&self) -> Arc<Live<W>> {
+        self.live.load_full()
+    }
+
+    /// The module that was live before the last swap, kept for rollback.
+    pub fn previous(&self) -> Option<Arc<Live<W>>> {
+        self.previous.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Dry-runs `module` on the world's sample inputs and, only if it answers them all, makes it the
+    /// live module; the one it replaces is kept as the previous version. Blocks for the dry run.
+    pub fn swap(&self, module: Module<W>, source: Source) -> Result<()> {
+        if let Err(error) = module.dry_run() {
+            self.metrics.reloaded(W::NAME, ReloadResult::refused);
+            return Err(error);
+        }
+        self.replace(Live::new(module, source));
+        self.metrics.reloaded(W::NAME, ReloadResult::live);
+        Ok(())
+    }
+
+    /// Makes the previous version live again (it was dry-run when it first went live). Returns the
+    /// source now live, or `None` when there is no previous version.
+    pub fn rollback(&self) -> Option<Source> {
+        let previous = self.previous()?;
+        self.replace(previous.clone());
+        self.metrics.reloaded(W::NAME, ReloadResult::rolled_back);
+        Some(previous.source.clone())
+    }
+
+    /// Makes `module` live without a dry run: for tests of modules that fail only on some inputs.
+    #[cfg(test)]
+    pub(crate) fn force(&self, module: Module<W>, source: Source) {
+        self.replace(Live::new(module, source));
+    }
+
+    /// Goes back to the bundled default (the live module's source went away).
+    pub fn reset(&self) {
+        if !Arc::ptr_eq(&self.live.load(), &self.bundled) {
+            self.replace(self.bundled.clone());
+        }
+    }
+
+    fn replace(&self, next: Arc<Live<W>>) {
+        let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
+        let old = self.live.swap(next.clone());
+        tracing::info!(
+            decision = W::NAME,
+            policy = %next.source,
+            digest = next.module.digest(),
+            replaced = %old.source,
+            replaced_digest = old.module.digest(),
+            "policy live"
+        );
+        *previous = Some(old);
+    }
+}
+
+/// The one structured line per decision.
+fn log_decision<W: World>(
+    live: &Live<W>,
+    input: &W::Input,
+    result: &Result<W::Output, PolicyError>,
+    outcome: Outcome,
+    elapsed: Duration,
+) {
+    let output = match result {
+        Ok(output) => W::summarize_output(output),
+        Err(error) => error.to_string(),
+    };
+    tracing::info!(
+        target: "sunk::decision",
+        decision = W::NAME,
+        policy = %live.source,
+        digest = &live.labels.digest,
+        input = W::summarize_input(input),
+        output,
+        outcome = ?outcome,
+        duration_us = elapsed.as_micros() as u64,
+    );
+}
+
+/// A decision point whatever its world: what delivering modules needs (bytes in, status out).
+pub trait AnyDecisionPoint: Send + Sync {
+    /// The world's name.
+    fn decision(&self) -> &'static str;
+    /// Compiles `bytes`, checks them, dry-runs them and makes them live. Blocks for tens of ms.
+    fn offer(&self, bytes: &[u8], config: Option<String>, source: Source) -> Result<()>;
+    /// Where the live module came from, and its digest.
+    fn live_version(&self) -> (Source, String);
+    /// Where the previous module came from, and its digest.
+    fn previous_version(&self) -> Option<(Source, String)>;
+    /// See [`DecisionPoint::rollback`].
+    fn rollback(&self) -> Option<Source>;
+    /// See [`DecisionPoint::reset`].
+    fn reset(&self);
+}
+
+impl<W: World> AnyDecisionPoint for DecisionPoint<W> {
+    fn decision(&self) -> &'static str {
+        W::NAME
+    }
+
+    fn offer(&self, bytes: &[u8], config: Option<String>, source: Source) -> Result<()> {
+        let module = Module::<W>::load(bytes, config).inspect_err(|_| {
+            self.metrics.reloaded(W::NAME, ReloadResult::refused);
+        })?;
+        self.swap(module, source)
+    }
+
+    fn live_version(&self) -> (Source, String) {
+        let live = self.live();
+        (live.source.clone(), live.module.digest().to_owned())
+    }
+
+    fn previous_version(&self) -> Option<(Source, String)> {
+        self.previous().map(|previous| (previous.source.clone(), previous.module.digest().to_owned()))
+    }
+
+    fn rollback(&self) -> Option<Source> {
+        DecisionPoint::rollback(self)
+    }
+
+    fn reset(&self) {
+        DecisionPoint::reset(self)
+    }
+}

@@ -1,0 +1,126 @@
+//! `preemption`: a waiting pod or job and the running jobs that could make room -> whom to preempt.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+use wasmtime::Store;
+use wasmtime::component::InstancePre;
+
+use crate::policy::bindings::preemption::PreemptionPre;
+use crate::policy::bindings::preemption_types::{Candidate, Node, PreemptionDecision, Preemptor, WorkloadKind};
+use crate::policy::bundled;
+use crate::policy::engine::StoreState;
+use crate::policy::world::{World, check_text_size};
+
+/// The `preemption` world.
+pub enum PreemptionWorld {}
+
+/// The arguments of `choose-victims`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChooseVictimsInput {
+    pub preemptor: Preemptor,
+    pub nodes: Vec<Node>,
+    pub candidates: Vec<Candidate>,
+}
+
+impl World for PreemptionWorld {
+    const NAME: &'static str = "preemption";
+    const EXPORT: &'static str = "choose-victims";
+    type Input = ChooseVictimsInput;
+    type Output = PreemptionDecision;
+    type Pre = PreemptionPre<StoreState>;
+
+    fn bundled() -> &'static [u8] {
+        bundled::PREEMPTION
+    }
+
+    fn pre(instance: InstancePre<StoreState>) -> wasmtime::Result<Self::Pre> {
+        PreemptionPre::new(instance)
+    }
+
+    fn call(pre: &Self::Pre, store: &mut Store<StoreState>, input: &Self::Input) -> wasmtime::Result<Self::Output> {
+        pre.instantiate(&mut *store)?.call_choose_victims(store, &input.preemptor, &input.nodes, &input.candidates)
+    }
+
+    /// Victims must be distinct candidates: a policy cannot name a job the host did not offer.
+    fn check(input: &ChooseVictimsInput, output: &PreemptionDecision) -> Result<(), String> {
+        let offered: HashSet<u32> = input.candidates.iter().map(|c| c.job_id).collect();
+        let mut chosen = HashSet::new();
+        for victim in &output.victims {
+            if !offered.contains(&victim.job_id) {
+                return Err(format!("victim job {} that is not among the candidates", victim.job_id));
+            }
+            if !chosen.insert(victim.job_id) {
+                return Err(format!("victim job {} twice", victim.job_id));
+            }
+        }
+        check_text_size([output.reason.as_str()])
+    }
+
+    fn is_rejection(output: &PreemptionDecision) -> bool {
+        output.victims.is_empty()
+    }
+
+    fn samples() -> Vec<ChooseVictimsInput> {
+        let preemptor = Preemptor {
+            kind: WorkloadKind::Pod,
+            name: "default/sample-urgent".into(),
+            job_id: None,
+            priority: 1000,
+            partition: "gpu".into(),
+            node_count: 1,
+            cpus: 8,
+            memory_mib: 16 << 10,
+            gpus: 4,
+        };
+        let node = Node { name: "gpu-1".into(), free_cpus: 0, free_memory_mib: 0, free_gpus: 0 };
+        let candidate = |job_id, priority, kind| Candidate {
+            job_id,
+            kind,
+            name: format!("sample-{job_id}"),
+            user: "alice".into(),
+            account: "research".into(),
+            partition: "gpu".into(),
+            priority,
+            nodes: vec!["gpu-1".into()],
+            cpus: 8,
+            memory_mib: 16 << 10,
+            gpus: 4,
+            run_seconds: 600,
+            requeue_allowed: true,
+            grace_seconds: 30,
+        };
+        let crowded = ChooseVictimsInput {
+            preemptor: preemptor.clone(),
+            nodes: vec![node.clone()],
+            candidates: vec![candidate(11, 10, WorkloadKind::SlurmJob), candidate(12, 5000, WorkloadKind::Pod)],
+        };
+        let nobody_below = ChooseVictimsInput {
+            preemptor,
+            nodes: vec![node],
+            candidates: vec![candidate(13, 5000, WorkloadKind::SlurmJob)],
+        };
+        vec![crowded, nobody_below]
+    }
+
+    fn summarize_input(input: &ChooseVictimsInput) -> String {
+        let p = &input.preemptor;
+        format!(
+            "{} priority={} needs {}x(cpus={} memory={}Mi gpus={}) nodes={} candidates={}",
+            p.name,
+            p.priority,
+            p.node_count,
+            p.cpus,
+            p.memory_mib,
+            p.gpus,
+            input.nodes.len(),
+            input.candidates.len()
+        )
+    }
+
+    fn summarize_output(output: &PreemptionDecision) -> String {
+        let victims: Vec<String> =
+            output.victims.iter().map(|v| format!("{}:{:?}", v.job_id, v.mode).to_lowercase()).collect();
+        format!("victims=[{}] reason={}", victims.join(","), output.reason)
+    }
+}
