@@ -102,30 +102,6 @@ fn check_grace_period(grace_seconds: u64, kill_wait_seconds: u32) -> Result<(), 
     })
 }
 
-/// One line describing a decision, for the host's log.
-pub fn summary(pod: &Pod, mapping: &Mapping) -> String {
-    let who = format!("{}/{}", pod.namespace, pod.name);
-    match mapping {
-        Mapping::Reject(r) => format!("rejected {who}: {}: {}", r.field, r.message),
-        Mapping::Job(j) => {
-            let mut line = format!("mapped {who}: cpus={} memory-mib={}", j.cpus, j.memory_mib);
-            let options = [
-                ("tres-per-node", &j.tres_per_node),
-                ("partition", &j.partition),
-                ("account", &j.account),
-                ("qos", &j.qos),
-                ("constraints", &j.constraints),
-            ];
-            for (name, value) in options {
-                if let Some(value) = value {
-                    line.push_str(&format!(" {name}={value}"));
-                }
-            }
-            line
-        }
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -267,15 +243,5 @@ pub(crate) mod tests {
         assert_eq!(job(&p, &cluster()).constraints.as_deref(), Some("ib&(H100|A100)"));
         p.required_node_affinity.clear();
         assert_eq!(job(&p, &cluster()).constraints.as_deref(), Some("ib"));
-    }
-
-    #[test]
-    fn summary_lines() {
-        let p = Pod { gpus: 1, ..pod() };
-        let line = summary(&p, &map_pod(&p, &cluster()));
-        assert_eq!(line, "mapped ml/train-0: cpus=2 memory-mib=1025 tres-per-node=gres/gpu:1 account=root");
-        let p = Pod { cpu_request_millis: 0, ..pod() };
-        let line = summary(&p, &map_pod(&p, &cluster()));
-        assert!(line.starts_with("rejected ml/train-0: spec.containers[*].resources.requests.cpu: "));
     }
 }

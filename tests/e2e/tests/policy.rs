@@ -6,7 +6,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use sunk::delivery::{PolicyModule, PolicyModuleSpec};
+use sunk::delivery::{PolicyModule, PolicyModuleSpec, PolicyModuleStatus};
 use sunk_e2e::{Cluster, example_policy, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
@@ -27,6 +27,15 @@ async fn schedule(cluster: &Cluster, name: &str) -> anyhow::Result<String> {
     // Free the CPU for the next pods.
     cluster.delete_pod(name).await?;
     Ok(comment)
+}
+
+/// Waits until PolicyModule `name` reports `phase`, and returns its status.
+async fn wait_phase(modules: &Api<PolicyModule>, name: &str, phase: &str) -> anyhow::Result<PolicyModuleStatus> {
+    wait_for(&format!("PolicyModule {name} to be {phase}"), BIND, || async move {
+        let status = modules.get(name).await.ok()?.status?;
+        (status.phase.as_deref() == Some(phase)).then_some(status)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -123,14 +132,7 @@ async fn a_module_that_does_not_match_its_pin_is_refused_and_says_why() -> anyho
     let wrong = "0".repeat(64);
     let patch = serde_json::json!({ "spec": { "sha256": wrong } });
     modules.patch("pinned", &PatchParams::default(), &Patch::Merge(patch)).await?;
-    let status = wait_for("the PolicyModule to be refused", BIND, || {
-        let modules = modules.clone();
-        async move {
-            let status = modules.get("pinned").await.ok()?.status?;
-            (status.phase.as_deref() == Some("Refused")).then_some(status)
-        }
-    })
-    .await?;
+    let status = wait_phase(&modules, "pinned", "Refused").await?;
     let message = status.message.unwrap_or_default();
     assert!(message.contains("spec.sha256"), "{message}");
     assert!(message.contains("stays on policymodule/pinned"), "the pushed module stays live: {message}");
@@ -145,14 +147,7 @@ async fn a_module_that_does_not_match_its_pin_is_refused_and_says_why() -> anyho
         "source": {"configMap": {"name": "nowhere", "key": "module.wasm"}},
     }))?;
     modules.create(&Default::default(), &PolicyModule::new("missing", spec)).await?;
-    let status = wait_for("the missing module to be refused", BIND, || {
-        let modules = modules.clone();
-        async move {
-            let status = modules.get("missing").await.ok()?.status?;
-            (status.phase.as_deref() == Some("Refused")).then_some(status)
-        }
-    })
-    .await?;
+    let status = wait_phase(&modules, "missing", "Refused").await?;
     assert!(status.message.unwrap_or_default().contains("nowhere"));
 
     // A module of the wrong world is refused by the CLI before it reaches the cluster.
