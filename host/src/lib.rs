@@ -8,6 +8,7 @@ pub mod delivery;
 mod failpoint;
 pub mod http;
 pub mod kube;
+pub mod latency;
 pub mod policy;
 pub mod scheduler;
 pub mod slurm;

@@ -6,11 +6,13 @@
 
 mod affinity;
 mod annotations;
-mod mapping;
+pub mod mapping;
 
 wit_bindgen::generate!({
     world: "job-mapper",
     path: "../../wit",
+    // Serde lets the native benchmark feed it the host's records.
+    additional_derives: [serde::Serialize, serde::Deserialize],
 });
 
 // The world's `use job-types.{pod, cluster, mapping}` puts `Pod`, `Cluster` and `Mapping` here.

@@ -2,6 +2,7 @@
 
 mod bench;
 mod build;
+mod cases;
 mod check;
 mod push;
 mod test;

@@ -2,10 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result, bail};
 use clap::Args;
+use serde_json::Value;
 
-use super::ModuleArgs;
+use super::cases::{self, Case, ErrorKind};
+use super::{ModuleArgs, with_world};
+use crate::policy::{Module, World};
 
 #[derive(Args)]
 pub struct TestArgs {
@@ -16,6 +19,62 @@ pub struct TestArgs {
 }
 
 pub fn run(args: TestArgs) -> Result<()> {
-    let _ = (args.module, args.cases);
-    anyhow::bail!("not written yet")
+    let file = cases::read(&args.cases)?;
+    let bytes = args.module.bytes()?;
+    let decision = match cases::decision(&file, args.module.decision)? {
+        Some(decision) => decision,
+        None => args.module.decision(&bytes)?,
+    };
+    let config = args.module.config()?.or(file.config);
+    let failed = with_world!(decision, run_cases(&bytes, config, &file.cases))?;
+    let passed = file.cases.len() - failed;
+    println!("{}: {passed} passed, {failed} failed", args.cases.display());
+    if failed > 0 {
+        bail!("{failed} of {} cases failed", file.cases.len());
+    }
+    Ok(())
+}
+
+/// Runs every case, printing one line each; returns how many failed.
+fn run_cases<W: World>(bytes: &[u8], config: Option<String>, cases: &[Case]) -> Result<usize> {
+    let module = Module::<W>::load(bytes, config).with_context(|| format!("loading the module as {}", W::NAME))?;
+    let mut failed = 0;
+    for (index, case) in cases.iter().enumerate() {
+        match run_case(&module, case).with_context(|| format!("cases[{index}] ({})", case.name))? {
+            None => println!("ok    {}", case.name),
+            Some(why) => {
+                failed += 1;
+                println!("FAIL  {}: {why}", case.name);
+            }
+        }
+    }
+    Ok(failed)
+}
+
+/// Why the case failed, or `None` when it passed. An error is a case that cannot run at all.
+fn run_case<W: World>(module: &Module<W>, case: &Case) -> Result<Option<String>> {
+    let input = input::<W>(&case.input)?;
+    let outcome = module.decide(&input);
+    Ok(match (outcome, &case.expect, case.expect_error) {
+        (Ok(output), Some(expected), _) => {
+            let actual = serde_json::to_value(&output)?;
+            cases::mismatch(expected, &actual).map(|why| format!("{why}\n      answer: {actual}"))
+        }
+        (Ok(output), None, _) => Some(format!("expected an error, got {}", serde_json::to_value(&output)?)),
+        (Err(error), _, Some(kind)) if ErrorKind::of(&error) == kind => None,
+        (Err(error), _, _) => Some(format!("the module failed: {error}")),
+    })
+}
+
+/// The world's first sample input with the case's `input` merged over it.
+fn input<W: World>(overlay: &Value) -> Result<W::Input> {
+    let sample = W::samples().into_iter().next().context("the world has no sample input")?;
+    let mut input = serde_json::to_value(sample)?;
+    cases::merge(&mut input, overlay);
+    let input: W::Input = serde_json::from_value(input).context("`input` does not fit the world's input record")?;
+    // The records ignore fields they do not know: a misspelt one would silently test nothing.
+    if let Some(why) = cases::mismatch(overlay, &serde_json::to_value(&input)?) {
+        bail!("`input` is not what the world's input record holds: {why}");
+    }
+    Ok(input)
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the example policies into target/examples/ with `sunk policy build`, then checks and tests them
+# (and the bundled job-mapper) against their cases, the way a policy author would. Needs target/debug/sunk.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../tests/cluster/env.sh"
+cd "$SUNK_ROOT"
+
+sunk=target/debug/sunk
+[[ -x $sunk ]] || die "$sunk is missing: cargo build -p sunk"
+mkdir -p target/examples
+for example in team-accounts drain-runbook; do
+  dir=examples/policies/$example
+  module=target/examples/$example.wasm
+  "$sunk" policy build "$dir" -o "$module"
+  "$sunk" policy check "$module" --config-file "$dir/config.example"
+  "$sunk" policy test "$module" "$dir/cases.yaml"
+done
+
+# The bundled job-mapper, as compiled into this sunk binary (host/build.rs writes it to OUT_DIR).
+bundled=$(ls -t target/debug/build/sunk-*/out/job_mapper.wasm 2>/dev/null | head -n1)
+[[ -n $bundled ]] || die "the bundled job_mapper.wasm is missing under target/debug/build/sunk-*/out"
+"$sunk" policy test "$bundled" policies/job-mapper/cases.yaml
