@@ -10,7 +10,12 @@ use sunk::delivery::{PolicyModule, PolicyModuleSpec, PolicyModuleStatus};
 use sunk_e2e::{Cluster, example_policy, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
-const PODS: usize = 14;
+/// The pod before which `sunk policy push` starts.
+const PUSH_AT: usize = 3;
+/// Pods created after the push finished, each of which must be mapped by v2.
+const AFTER_SWAP: usize = 4;
+/// Enough pods for a slow push to finish while they are scheduled.
+const MAX_PODS: usize = 80;
 
 /// Creates `name` (labelled team=ml), waits until it is bound, and returns its placeholder's comment.
 async fn schedule(cluster: &Cluster, name: &str) -> anyhow::Result<String> {
@@ -48,8 +53,9 @@ async fn a_job_mapper_pushed_while_pods_are_scheduled_takes_over_without_a_failu
     let mut push: Option<(Child, Instant)> = None;
     let mut pushed_at: Option<Instant> = None;
     let mut results = Vec::new();
-    for index in 0..PODS {
-        if index == 3 {
+    // Pods keep coming, one after another, until AFTER_SWAP of them were created after the push finished.
+    for index in 0.. {
+        if index == PUSH_AT {
             let namespace = cluster.namespace.clone();
             let child = cluster
                 .sunk_command(&["policy", "push", module.to_str().unwrap(), "--name", "team-accounts"])
@@ -66,12 +72,18 @@ async fn a_job_mapper_pushed_while_pods_are_scheduled_takes_over_without_a_failu
             assert!(status.success(), "sunk policy push failed");
             pushed_at = Some(Instant::now());
         }
+        let after_swap = results.iter().filter(|(_, at, _)| pushed_at.is_some_and(|pushed| *at > pushed)).count();
+        if after_swap >= AFTER_SWAP {
+            break;
+        }
+        assert!(index < MAX_PODS, "the push did not finish while {MAX_PODS} pods were scheduled");
         let created_at = Instant::now();
         let comment = schedule(&cluster, &format!("p{index}")).await?;
         results.push((index, created_at, comment));
     }
-    let pushed_at = pushed_at.expect("the push finished while pods were being scheduled");
+    let pushed_at = pushed_at.expect("the loop ends only after the push");
     let (_, push_started) = push.unwrap();
+    eprintln!("{} pods scheduled; the push took {:?}", results.len(), pushed_at - push_started);
     for (index, created_at, comment) in &results {
         if *created_at > pushed_at {
             assert_eq!(comment, "team=ml", "pod p{index}, created after the swap, was mapped by v2");
@@ -79,7 +91,6 @@ async fn a_job_mapper_pushed_while_pods_are_scheduled_takes_over_without_a_failu
             assert_eq!(comment, "", "pod p{index}, created before the push, was mapped by the bundled default");
         }
     }
-    assert!(results.iter().filter(|(_, at, _)| *at > pushed_at).count() >= 3, "enough pods after the swap");
 
     let modules: Api<PolicyModule> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
     let live = modules.get("team-accounts").await?.status.unwrap();
