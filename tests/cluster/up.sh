@@ -118,7 +118,9 @@ for node in kube-node-1 kube-node-2; do
     "conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"sunk test agent"}]}}' >/dev/null
 done
 log "building and starting the test agent"
-cargo build -q -p sunk-test-agent --manifest-path "$SUNK_ROOT/Cargo.toml"
+# The same package set as test.sh and demo.sh build, so Cargo unifies features the same way and has
+# nothing to rebuild here.
+cargo build -q -p sunk -p sunk-test-agent --manifest-path "$SUNK_ROOT/Cargo.toml"
 start agent "$SUNK_ROOT/target/debug/sunk-test-agent" --kubeconfig "$KUBECONFIG" --slurm-root "$SLURM_ROOT" \
   --state-dir "$SUNK_STATE" --slurmd-port-base "$SLURMD_PORT_BASE"
 idle_nodes() { [[ "$(in_root sinfo -h -N -t idle -o %N | sort -u | wc -l)" -ge 2 ]]; }
