@@ -12,6 +12,8 @@ log "building sunk"
 cargo build -q -p sunk -p sunk-test-agent
 "$SUNK_ROOT/tests/cluster/up.sh"
 
+# What the chart's crds/ holds: the PolicyModule resource, for uploading policies.
+"$SUNK_ROOT/target/debug/sunk" crds | kubectl apply -f - >/dev/null
 log "starting sunk host (log: $SUNK_STATE/logs/host.log)"
 setsid "$SUNK_ROOT/target/debug/sunk" host --kubeconfig "$KUBECONFIG" \
   --slurm-url "http://127.0.0.1:$SLURMRESTD_PORT" --slurm-jwt-key "$SUNK_STATE/slurm-etc/jwt.key" \
@@ -29,20 +31,22 @@ done
 echo
 echo "Each pod, the Kubernetes Node it was bound to, and its Slurm job (from squeue):"
 python3 - <(kubectl get pods -n demo -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}|{.spec.nodeName}|{.status.phase}|{.status.conditions[?(@.type=="PodScheduled")].message}{"\n"}{end}') \
-  <(chroot "$SLURM_ROOT" squeue -h -o '%j|%i|%T|%N|%b|%l') <<'PY'
+  <(chroot "$SLURM_ROOT" squeue -h -o '%j|%i|%T|%N|%b|%l|%a') <<'PY'
 import sys
 jobs = {}
 for line in open(sys.argv[2]):
     name, *rest = line.rstrip("\n").split("|")
     jobs[name] = rest
-row = "{:<28} {:<12} {:<8} {:>5} {:<8} {:<10} {:<12} {}"
-print(row.format("POD", "KUBE NODE", "PHASE", "JOB", "STATE", "SLURM NODE", "GRES", "TIME LIMIT"))
+row = "{:<28} {:<12} {:<8} {:>5} {:<8} {:<10} {:<12} {:<10} {}"
+print(row.format("POD", "KUBE NODE", "PHASE", "JOB", "STATE", "SLURM NODE", "GRES", "TIME LIMIT", "ACCOUNT"))
 for line in open(sys.argv[1]):
     pod, node, phase, why = line.rstrip("\n").split("|")
-    job_id, state, slurm_node, gres, limit = jobs.get(pod, ["-"] * 5)
-    print(row.format(pod, node or "-", phase, job_id, state, slurm_node or "-", gres, limit))
+    job_id, state, slurm_node, gres, limit, account = jobs.get(pod, ["-"] * 6)
+    print(row.format(pod, node or "-", phase, job_id, state, slurm_node or "-", gres, limit, account))
     if not node:
         print("    ", why)
 PY
 echo
 log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"
+log "hot-reload a policy: target/debug/sunk policy build examples/policies/team-accounts -o team-accounts.wasm"
+log "  && target/debug/sunk policy push team-accounts.wasm --kubeconfig $KUBECONFIG, then label a pod team=ml"

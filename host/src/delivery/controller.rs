@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -33,6 +34,7 @@ pub enum Error {
 /// Watches the PolicyModules of `namespace` until a termination signal arrives.
 pub async fn run(client: Client, namespace: String, policies: Arc<Policies>) {
     let api = Api::<PolicyModule>::namespaced(client.clone(), &namespace);
+    wait_until_served(&api).await;
     tokio::spawn(reset_on_delete(api.clone(), policies.clone()));
     let reporter = Reporter { controller: "sunk-policy".into(), instance: std::env::var("POD_NAME").ok() };
     let recorder = Recorder::new(client.clone(), reporter);
@@ -46,6 +48,35 @@ pub async fn run(client: Client, namespace: String, policies: Arc<Policies>) {
             }
         })
         .await;
+}
+
+/// Waits until the API server serves PolicyModules: without the CRD the controller would only fail
+/// quietly, so say once, loudly, what is missing.
+async fn wait_until_served(api: &Api<PolicyModule>) {
+    const CHECK_EVERY: Duration = Duration::from_secs(15);
+    let mut warned = false;
+    loop {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => {
+                if warned {
+                    tracing::info!("PolicyModules are served now; watching them");
+                }
+                return;
+            }
+            Err(error) if !warned => {
+                let missing = matches!(&error, kube::Error::Api(status) if status.code == 404);
+                let hint = if missing {
+                    "the PolicyModule CRD is not installed (the Helm chart installs it; or `sunk crds | kubectl apply -f -`)"
+                } else {
+                    "PolicyModules cannot be listed"
+                };
+                tracing::warn!(%error, "{hint}: uploaded policies are not loaded until it is fixed; the bundled and directory policies decide meanwhile");
+                warned = true;
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(CHECK_EVERY).await;
+    }
 }
 
 async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Action, Error> {
