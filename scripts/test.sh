@@ -13,6 +13,8 @@ log "cargo clippy"
 cargo clippy -q --workspace --all-targets -- -D warnings
 log "unit tests"
 cargo test -q --workspace --exclude sunk-e2e
+log "the decision benchmark, once, as a check (sandboxed and native job-mapper agree)"
+cargo test -q -p sunk --bench decision
 log "building the host and the test agent"
 cargo build -q -p sunk -p sunk-test-agent
 log "example policies: build, check and test against their cases"

@@ -4,7 +4,8 @@
 //! The gap is the price of the sandbox.
 //!
 //! `cargo bench -p sunk --bench decision` runs criterion on each, then prints nearest-rank percentiles
-//! of single decisions side by side.
+//! of single decisions side by side. `cargo test --bench decision` (in the test suite) runs each once and
+//! checks that the sandboxed and the native mapping agree on every input.
 
 use std::hint::black_box;
 
@@ -73,10 +74,12 @@ type Decide<'a> = dyn FnMut() -> Result<(), ()> + 'a;
 
 /// Percentiles of single decisions, which criterion's means hide: the p99 is what a burst of pods sees.
 fn percentile_table(_: &mut Criterion) {
-    const DECISIONS: usize = 20_000;
+    // `cargo test` runs this file too (once per benchmark, as a check that it works): keep that short.
+    let measuring = std::env::args().any(|arg| arg == "--bench");
+    let decisions = if measuring { 20_000 } else { 100 };
     let module = JobMapper::bundled().expect("the bundled job-mapper loads");
     let point = decision_point();
-    println!("\njob-mapper: {DECISIONS} single decisions each (µs, nearest rank)");
+    println!("\njob-mapper: {decisions} single decisions each (µs, nearest rank)");
     println!("{:<14} {:<20} {:>8} {:>8} {:>8} {:>8}", "input", "runs as", "p50", "p95", "p99", "max");
     for case in cases() {
         let runs: [(&str, Box<Decide>); 3] = [
@@ -85,7 +88,7 @@ fn percentile_table(_: &mut Criterion) {
             ("wasm decision point", Box::new(|| point.decide(&case.input).map(drop).map_err(drop))),
         ];
         for (label, run) in runs {
-            let latencies = Latencies::measure(DECISIONS, run).expect("the bundled job-mapper decides");
+            let latencies = Latencies::measure(decisions, run).expect("the bundled job-mapper decides");
             let [p50, p95, p99, max] = latencies.summary_micros();
             println!("{:<14} {label:<20} {p50:>8.2} {p95:>8.2} {p99:>8.2} {max:>8.1}", case.name);
         }
