@@ -49,4 +49,4 @@ PY
 echo
 log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"
 log "hot-reload a policy: target/debug/sunk policy build examples/policies/team-accounts -o team-accounts.wasm"
-log "  && target/debug/sunk policy push team-accounts.wasm --kubeconfig $KUBECONFIG, then label a pod team=ml"
+log "  && target/debug/sunk policy push team-accounts.wasm && kubectl apply -f examples/policies/team-accounts/pod.yaml"

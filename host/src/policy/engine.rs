@@ -19,15 +19,15 @@ const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// The most linear memory any decision can be given: the size of a memory slot in the instance pool.
 /// [`Limits::memory_bytes`] above it is capped to it.
-pub const MAX_MEMORY_BYTES: usize = 256 << 20;
+const MAX_MEMORY_BYTES: usize = 256 << 20;
 
 /// Instances the pool holds at once: more decisions than this running at the same moment fail to
 /// instantiate (and fall back), rather than exhaust the host's memory.
 const POOLED_INSTANCES: u32 = 1000;
 
-/// Bytes at the start of a memory slot that are reset in place (only the pages a decision dirtied, found
-/// through the kernel's pagemap) instead of being unmapped: a policy's stack (1 MiB by default) and data
-/// then cost no page faults in the next decision.
+/// Bytes at the start of a memory slot that are reset in place (zeroed, or only the pages a decision
+/// dirtied where the kernel offers `PAGEMAP_SCAN`) instead of being unmapped: a policy's stack (64 KiB
+/// as `sunk policy build` links it) and data then cost no page faults in the next decision.
 const KEEP_RESIDENT_BYTES: usize = 512 << 10;
 
 /// What one decision may use.

@@ -38,9 +38,11 @@ pub fn run(args: TestArgs) -> Result<()> {
 /// Runs every case, printing one line each; returns how many failed.
 fn run_cases<W: World>(bytes: &[u8], config: Option<String>, cases: &[Case]) -> Result<usize> {
     let module = Module::<W>::load(bytes, config).with_context(|| format!("loading the module as {}", W::NAME))?;
+    let sample = W::samples().into_iter().next().context("the world has no sample input")?;
+    let sample = serde_json::to_value(sample)?;
     let mut failed = 0;
     for (index, case) in cases.iter().enumerate() {
-        match run_case(&module, case).with_context(|| format!("cases[{index}] ({})", case.name))? {
+        match run_case(&module, &sample, case).with_context(|| format!("cases[{index}] ({})", case.name))? {
             None => println!("ok    {}", case.name),
             Some(why) => {
                 failed += 1;
@@ -52,8 +54,8 @@ fn run_cases<W: World>(bytes: &[u8], config: Option<String>, cases: &[Case]) -> 
 }
 
 /// Why the case failed, or `None` when it passed. An error is a case that cannot run at all.
-fn run_case<W: World>(module: &Module<W>, case: &Case) -> Result<Option<String>> {
-    let input = input::<W>(&case.input)?;
+fn run_case<W: World>(module: &Module<W>, sample: &Value, case: &Case) -> Result<Option<String>> {
+    let input = input::<W>(sample, &case.input)?;
     let outcome = module.decide(&input);
     Ok(match (outcome, &case.expect, case.expect_error) {
         (Ok(output), Some(expected), _) => {
@@ -66,10 +68,9 @@ fn run_case<W: World>(module: &Module<W>, case: &Case) -> Result<Option<String>>
     })
 }
 
-/// The world's first sample input with the case's `input` merged over it.
-fn input<W: World>(overlay: &Value) -> Result<W::Input> {
-    let sample = W::samples().into_iter().next().context("the world has no sample input")?;
-    let mut input = serde_json::to_value(sample)?;
+/// `sample` (the world's first sample input) with the case's `input` merged over it.
+fn input<W: World>(sample: &Value, overlay: &Value) -> Result<W::Input> {
+    let mut input = sample.clone();
     cases::merge(&mut input, overlay);
     let input: W::Input = serde_json::from_value(input).context("`input` does not fit the world's input record")?;
     // The records ignore fields they do not know: a misspelt one would silently test nothing.
