@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds everything, brings up the local cluster, starts `sunk host` with the bundled policy,
-# creates the example pods and shows each pod's Node next to its Slurm job.
+# Builds everything, brings up the local cluster (real kubelets and containers), starts `sunk host`
+# with the bundled policy, creates the example pods and shows each running pod's Node next to its
+# Slurm job.
 # The cluster stays up afterwards; tests/cluster/down.sh stops it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,7 +10,7 @@ cd "$SUNK_ROOT"
 
 "$here/setup.sh"
 log "building sunk"
-cargo build -q -p sunk -p sunk-test-agent
+cargo build -q -p sunk
 "$SUNK_ROOT/tests/cluster/up.sh"
 
 # What the chart's crds/ holds: the PolicyModule resource, for uploading policies.
@@ -21,10 +22,10 @@ setsid "$SUNK_ROOT/target/debug/sunk" host --kubeconfig "$KUBECONFIG" \
 echo $! >"$SUNK_STATE/pids/host.pid"
 
 kubectl apply -f examples/pods/ >/dev/null
-log "waiting for the example pods to be placed"
-for _ in $(seq 60); do
-  unplaced=$(kubectl get pods -n demo -o jsonpath='{range .items[*]}{.spec.nodeName}{"|"}{.status.conditions[?(@.type=="PodScheduled")].reason}{"\n"}{end}' | grep -c '^|SlurmJobPending$\|^|$' || true)
-  [[ $unplaced -eq 0 ]] && break
+log "waiting for the example pods to be placed by Slurm and started by their kubelets"
+for _ in $(seq 120); do
+  waiting=$(kubectl get pods -n demo -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -vc '^Running$' || true)
+  [[ $waiting -eq 0 ]] && break
   sleep 1
 done
 

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs what building and testing sunk needs on a fresh Debian machine, and builds the cached
-# parts of the local cluster (kube-apiserver, kubectl, helm, the Slurm root). Safe to run again.
+# parts of the local cluster (the Kubernetes binaries, CoreDNS, helm, the Slurm root). Safe to run
+# again. The images are built by tests/cluster/up.sh, once the host binary they package exists.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../tests/cluster/env.sh"
 
 missing=()
-for tool in debootstrap:debootstrap openssl:openssl curl:curl ss:iproute2 setsid:util-linux python3:python3; do
+# command:package. The Nodes of the local cluster need containerd, runc, the CNI plugins, iptables
+# and conntrack (kube-proxy); buildah builds the images without a daemon.
+for tool in debootstrap:debootstrap openssl:openssl curl:curl ss:iproute2 setsid:util-linux python3:python3 \
+  containerd:containerd runc:runc iptables:iptables conntrack:conntrack buildah:buildah objcopy:binutils \
+  /usr/lib/cni/bridge:containernetworking-plugins; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 if ((${#missing[@]})); then
@@ -14,7 +19,7 @@ if ((${#missing[@]})); then
   apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
 fi
-command -v go >/dev/null || die "Go is needed to build kube-apiserver and helm"
+command -v go >/dev/null || die "Go is needed to build Kubernetes, CoreDNS and helm"
 command -v rustup >/dev/null || die "rustup is needed"
 # Policies are WebAssembly components: the bundled ones are built for wasm32-unknown-unknown (no
 # WASI imports at all); wasm32-wasip2 is there for operators' own policies.

@@ -15,8 +15,8 @@ log "unit tests"
 cargo test -q --workspace --exclude sunk-e2e
 log "the decision benchmark, once, as a check (sandboxed and native job-mapper agree)"
 cargo test -q -p sunk --bench decision
-log "building the host and the test agent"
-cargo build -q -p sunk -p sunk-test-agent
+log "building the host (the local cluster packages it as the sunk image)"
+cargo build -q -p sunk
 log "example policies: build, check and test against their cases"
 "$here/policy-examples.sh"
 

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kubectl and helm of pinned versions from the Go module proxy into
-# $SUNK_BIN. Does nothing when the binaries of those versions are already there.
+# Builds the Kubernetes binaries (control plane, kubelet, kube-proxy, kubectl), CoreDNS and helm of
+# pinned versions from the Go module proxy into $SUNK_BIN. Does nothing when the binaries of those
+# versions are already there.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 mkdir -p "$SUNK_BIN"
 
+kube_binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 stamp=$SUNK_BIN/.kube-$KUBE_VERSION
-if [[ -x $SUNK_BIN/kube-apiserver && -x $SUNK_BIN/kubectl && -f $stamp ]]; then
-  log "kube-apiserver and kubectl $KUBE_VERSION: cached"
+cached=1
+for binary in "${kube_binaries[@]}"; do [[ -x $SUNK_BIN/$binary ]] || cached=; done
+if [[ -n $cached && -f $stamp && "$(cat "$stamp")" == "${kube_binaries[*]} version-stamped" ]]; then
+  log "Kubernetes $KUBE_VERSION: cached"
 else
-  log "building kube-apiserver and kubectl $KUBE_VERSION (several minutes when cold)"
+  log "building ${kube_binaries[*]} $KUBE_VERSION (ten minutes or more when cold)"
   # k8s.io/kubernetes replaces its staging modules with local paths, which `go install` refuses;
   # a wrapper module pins each staging module to its matching v0.Y.Z release instead.
   work=$SUNK_CACHE/kube-build
@@ -29,14 +33,36 @@ else
 package tools
 
 import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubectl/pkg/cmd"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true
   GOFLAGS=-mod=mod go get "k8s.io/kubernetes@$KUBE_VERSION" >/dev/null
-  GOFLAGS=-mod=mod go build -trimpath -ldflags=-s -o "$SUNK_BIN/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
-  touch "$stamp"
+  packages=()
+  for binary in "${kube_binaries[@]}"; do packages+=("k8s.io/kubernetes/cmd/$binary"); done
+  # Stamp the version a release build would carry (helm and kubectl read it from /version).
+  version_ldflags="-s"
+  minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  for variable in gitVersion="$KUBE_VERSION" gitMajor=1 gitMinor="$minor" gitTreeState=clean; do
+    version_ldflags+=" -X k8s.io/component-base/version.$variable -X k8s.io/client-go/pkg/version.$variable"
+  done
+  GOFLAGS=-mod=mod go build -trimpath -ldflags="$version_ldflags" -o "$SUNK_BIN/" "${packages[@]}"
+  echo "${kube_binaries[*]} version-stamped" >"$stamp"
+fi
+
+coredns_stamp=$SUNK_BIN/.coredns-$COREDNS_VERSION
+if [[ -x $SUNK_BIN/coredns && -f $coredns_stamp ]]; then
+  log "coredns $COREDNS_VERSION: cached"
+else
+  log "building coredns $COREDNS_VERSION"
+  GOBIN=$SUNK_BIN go install -trimpath -ldflags=-s "github.com/coredns/coredns@$COREDNS_VERSION" 2>"$SUNK_CACHE/coredns-build.log" \
+    || { tail -20 "$SUNK_CACHE/coredns-build.log"; die "building coredns failed"; }
+  touch "$coredns_stamp"
 fi
 
 helm_stamp=$SUNK_BIN/.helm-$HELM_VERSION

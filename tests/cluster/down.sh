@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
-# Stops the local cluster and removes its state. Also cleans up after a run that was killed:
-# stale pids, processes still chrooted into the Slurm root, ports still held, bind mounts.
+# Stops the local cluster and removes its state. Also cleans up after a run that was killed: stale
+# pids, container shims and processes, processes still chrooted into the Slurm root, ports still
+# held, mounts (kubelet volumes, container root filesystems, pod network namespaces), the Nodes'
+# cgroups, the bridge and the iptables rules. Safe to run when nothing is up.
 set -euo pipefail
-source "$(dirname "$0")/env.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/env.sh"
+source "$here/lib.sh"
 
-stop_pid() {
-  local pid=$1
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-}
-
-# The demo host and the agent first: it stops the slurmd it started.
-for name in host agent kube-apiserver slurmrestd slurmctld etcd; do
+# The demo host first, then the kubelets (so they stop starting containers), then the rest.
+names=(host)
+for node in "${NODES[@]}"; do names+=("kubelet-$node"); done
+names+=(kube-proxy coredns kube-scheduler kube-controller-manager)
+for node in "${NODES[@]}"; do names+=("containerd-$node"); done
+names+=(kube-apiserver slurmrestd slurmctld etcd)
+for name in "${names[@]}"; do
   pidfile=$SUNK_STATE/pids/$name.pid
   [[ -f $pidfile ]] && stop_pid "$(cat "$pidfile")"
 done
-# Anything else still living inside the Slurm root (slurmd, slurmstepd, jobs) belongs to us.
+
+# Containers outlive containerd: their shims (started with our state dir in their arguments) and
+# every process in a Node's cgroups go.
+for proc in /proc/[0-9]*; do
+  if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -q -- "containerd-shim.*-address $SUNK_STATE/"; then
+    kill -KILL "${proc#/proc/}" 2>/dev/null || true
+  fi
+done
+node_cgroups() { find /sys/fs/cgroup/*/ -maxdepth 1 -type d -name 'sunk-kube-node-*' 2>/dev/null; }
+for cgroup in $(node_cgroups); do
+  find "$cgroup" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+done
+# Anything else still living inside the Slurm root (the daemons, jobs) belongs to us.
 if [[ -d $SLURM_ROOT ]]; then
   real=$(realpath "$SLURM_ROOT")
   for proc in /proc/[0-9]*; do
@@ -32,6 +46,24 @@ for port in "$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$SLURMCTLD_PORT" "
   done
 done
 sleep 0.2
-"$(dirname "$0")/unmount-root.sh"
+
+# Mounts under the state dir (kubelet volumes, container root filesystems, shm), deepest first.
+if [[ -d $SUNK_STATE ]]; then
+  findmnt -rn -o TARGET | awk -v s="$(realpath "$SUNK_STATE")/" 'index($0, s) == 1' | sort -r |
+    while read -r target; do umount -l "$target" 2>/dev/null || true; done
+fi
+"$here/unmount-root.sh"
+# Pod network namespaces our containerds made (containerd names them cni-<uuid> under /run/netns).
+for netns in /run/netns/cni-*; do
+  [[ -e $netns ]] || continue
+  ip netns pids "${netns##*/}" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+  umount -l "$netns" 2>/dev/null || true
+  rm -f "$netns"
+done
+# The Nodes' cgroups, leaves first (a cgroup can be removed once it has no processes).
+for cgroup in $(node_cgroups); do
+  find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
+done
+"$here/network.sh" down
 rm -rf "$SUNK_STATE"
 log "local cluster down"

@@ -9,6 +9,7 @@ SLURM_ROOT=$SUNK_CACHE/slurm-root
 
 KUBE_VERSION=v1.34.4
 HELM_VERSION=v3.19.0
+COREDNS_VERSION=v1.15.0
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
@@ -25,3 +26,25 @@ export PATH=$SUNK_BIN:$PATH
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# Images built from images/*/Containerfile by build-images.sh; nothing is ever pulled.
+SUNK_IMAGES=$SUNK_CACHE/images
+DEBIAN_IMAGE=docker.io/library/debian:trixie-slim
+SLURM_VERSION=24.11
+SLURM_IMAGE_REPO=localhost/sunk
+PAUSE_IMAGE=localhost/sunk/pause:3.10
+BUSYBOX_IMAGE=localhost/sunk/busybox:1.37
+SUNK_IMAGE=localhost/sunk/sunk:dev
+
+# The cluster's own network, never routed off the machine: one bridge carries every pod of every
+# Node; the Nodes' addresses and the control plane live on the same bridge.
+BRIDGE=sunk0
+BRIDGE_IP=10.244.0.1
+POD_CIDR=10.244.0.0/16
+SERVICE_CIDR=10.96.0.0/16
+DNS_SERVICE_IP=10.96.0.10
+NODES=(kube-node-1 kube-node-2 kube-node-3)
+# node_ip N / node_pod_range N: Node N's address (on the bridge) and the range its pods draw from.
+node_ip() { echo "10.244.0.1$1"; }
+node_pod_subnet() { echo "10.244.$1.0/24"; }
+NODE_MEMORY_MIB=8192

@@ -38,9 +38,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     placeholders.sort_by_key(|p| p.job.job_id);
     let (live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
 
-    if leaving(&pod) {
+    if let Some(why) = leaving(&pod) {
         for placeholder in &live {
-            cancel(&ctx, placeholder, "its pod is being deleted or has finished").await?;
+            cancel(&ctx, placeholder, &why).await?;
+            let note = format!("cancelled Slurm job {}: {why}", placeholder.job.job_id);
+            ctx.writer.event(&pod, false, "SlurmJobCancelled", "Cancel", note).await;
         }
         return Ok(Action::await_change());
     }
@@ -104,13 +106,22 @@ pub fn error_policy(pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action 
     Action::requeue(RETRY)
 }
 
-fn leaving(pod: &Pod) -> bool {
-    let finished = pod
-        .status
-        .as_ref()
-        .and_then(|status| status.phase.as_deref())
-        .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
-    pod.metadata.deletion_timestamp.is_some() || finished
+/// Why the pod no longer needs its job, if it does not: it is being deleted, or it has finished
+/// (including a kubelet refusing to run it, e.g. `OutOfmemory`, which leaves it Failed).
+fn leaving(pod: &Pod) -> Option<String> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Some("its pod is being deleted".into());
+    }
+    let status = pod.status.as_ref()?;
+    match status.phase.as_deref()? {
+        "Succeeded" => Some("its pod has succeeded".into()),
+        "Failed" => Some(match (status.reason.as_deref(), status.message.as_deref()) {
+            (Some(reason), Some(message)) => format!("its pod failed ({reason}: {message})"),
+            (Some(reason), None) => format!("its pod failed ({reason})"),
+            _ => "its pod failed".into(),
+        }),
+        _ => None,
+    }
 }
 
 /// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.

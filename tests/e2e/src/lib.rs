@@ -9,15 +9,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 use sunk::scheduler::PodKey;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 pub const SCHEDULER: &str = "sunk";
+/// The host image the local cluster builds from images/sunk (tests/cluster/env.sh).
+pub const SUNK_IMAGE_REPOSITORY: &str = "localhost/sunk/sunk";
+pub const SUNK_IMAGE_TAG: &str = "dev";
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -186,33 +187,17 @@ impl Cluster {
         Ok(())
     }
 
-    /// A kubeconfig that authenticates as a ServiceAccount of this namespace (a TokenRequest token),
-    /// so a process using it has exactly the RBAC the account was granted.
-    pub async fn service_account_kubeconfig(&self, account: &str) -> anyhow::Result<PathBuf> {
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.kube.clone(), &self.namespace);
-        let request: TokenRequest =
-            serde_json::from_value(serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))?;
-        let token = accounts
-            .create_token_request(account, &PostParams::default(), &request)
-            .await?
-            .status
-            .context("no token in the TokenRequest answer")?
-            .token;
-        let admin = Kubeconfig::read_from(state_dir().join("kubeconfig"))?;
-        let cluster =
-            admin.clusters.first().and_then(|c| c.cluster.as_ref()).context("admin kubeconfig has no cluster")?;
-        let server = cluster.server.clone().context("admin kubeconfig has no server")?;
-        let ca = cluster.certificate_authority_data.clone().context("admin kubeconfig has no CA")?;
-        let path = state_dir().join(format!("kubeconfig-{}-{account}", self.namespace));
-        std::fs::write(
-            &path,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters: [{{name: local, cluster: {{server: \"{server}\", certificate-authority-data: {ca}}}}}]\n\
-                 users: [{{name: {account}, user: {{token: {token}}}}}]\n\
-                 contexts: [{{name: sa, context: {{cluster: local, user: {account}}}}}]\ncurrent-context: sa\n"
-            ),
-        )?;
-        Ok(path)
+    /// A Secret in this test's namespace holding the Slurm JWT key under `jwt.key`, as the chart
+    /// expects it.
+    pub async fn create_jwt_key_secret(&self, name: &str) -> anyhow::Result<()> {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::core::v1::Secret;
+        let key = std::fs::read(state_dir().join("slurm-etc/jwt.key")).context("reading the Slurm JWT key")?;
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(name.to_string());
+        secret.data = Some([("jwt.key".to_string(), ByteString(key))].into());
+        Api::<Secret>::namespaced(self.kube.clone(), &self.namespace).create(&PostParams::default(), &secret).await?;
+        Ok(())
     }
 
     /// Creates a pod from JSON (its namespace is filled in).
@@ -271,7 +256,7 @@ impl Cluster {
             .collect())
     }
 
-    /// Deletes a pod with its grace period (the agent completes deletion of bound pods).
+    /// Deletes a pod with its grace period (the kubelet completes deletion of bound pods).
     pub async fn delete_pod(&self, name: &str) -> anyhow::Result<()> {
         self.pods().delete(name, &DeleteParams::default()).await?;
         Ok(())
@@ -298,14 +283,14 @@ impl Drop for Cluster {
     }
 }
 
-/// Deletes a test namespace's pods at once and cancels their placeholders. No namespace
-/// controller runs on the local cluster, so the namespace itself is left behind, empty.
+/// Deletes a test namespace's pods at once, cancels their placeholders, and deletes the namespace
+/// (the controller-manager finishes that in the background).
 async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     let state = state_dir();
     let kube = sunk::kube::connect(Some(&state.join("kubeconfig"))).await?;
     let key = std::fs::read(state.join("slurm-etc/jwt.key"))?;
     let slurm = SlurmClient::new(&slurm_url(), TokenSigner::new(&key, "root", Duration::from_secs(600)))?;
-    let pods: Api<Pod> = Api::namespaced(kube, namespace);
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
     for pod in pods.list(&ListParams::default()).await?.items {
         pods.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
     }
@@ -316,7 +301,15 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
             }
         }
     }
+    Api::<Namespace>::all(kube).delete(namespace, &DeleteParams::default()).await?;
     Ok(())
+}
+
+/// The cluster's own `kubectl`, as the cluster admin.
+pub fn kubectl(args: &[&str]) -> Command {
+    let mut command = Command::new(repo_root().join(".cache/bin/kubectl"));
+    command.args(args).env("KUBECONFIG", state_dir().join("kubeconfig"));
+    command
 }
 
 /// Polls `probe` every 200 ms until it yields a value or `timeout` passes.
@@ -337,14 +330,23 @@ where
     }
 }
 
-/// A pod for sunk's scheduler requesting `cpu` and `memory`.
+/// The tiny image of the local cluster (images/busybox), present on every Node.
+pub const BUSYBOX: &str = "localhost/sunk/busybox:1.37";
+
+/// A pod for sunk's scheduler requesting `cpu` and `memory`. Its container says hello and then
+/// waits, leaving at once on SIGTERM (as PID 1 it would otherwise ignore it for the grace period).
 pub fn pod(name: &str, cpu: &str, memory: &str) -> serde_json::Value {
     serde_json::json!({
         "metadata": {"name": name},
         "spec": {
             "schedulerName": SCHEDULER,
             "terminationGracePeriodSeconds": 5,
-            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+            "containers": [{
+                "name": "main",
+                "image": BUSYBOX,
+                "command": ["sh", "-c", "trap 'exit 0' TERM; echo \"hello from $HOSTNAME\"; while true; do sleep 1; done"],
+                "resources": {"requests": {"cpu": cpu, "memory": memory}}
+            }]
         }
     })
 }

@@ -1,30 +1,42 @@
-//! The Helm chart, installed by the real `helm` into the real kube-apiserver: its RBAC must be
-//! exactly enough for the host to schedule a pod (the host runs with the chart's ServiceAccount).
+//! The Helm chart, installed by the real `helm` into the local cluster: the host runs as a pod from
+//! the project's sunk image, with the chart's ServiceAccount and RBAC, reaches the API server and
+//! slurmrestd through cluster Services and DNS, and schedules a pod through Slurm.
 
 use std::time::Duration;
 
-use sunk_e2e::{Cluster, node_name, pod};
+use sunk_e2e::{Cluster, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod};
 
 #[tokio::test]
-async fn the_charts_service_account_can_schedule_pods() -> anyhow::Result<()> {
-    let mut cluster = Cluster::connect("chart").await?;
+async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyhow::Result<()> {
+    let cluster = Cluster::connect("chart").await?;
+    cluster.create_jwt_key_secret("slurm-jwt-key").await?;
     let release = format!("sunk-{}", cluster.namespace);
-    cluster.helm(&["install", &release, "charts/sunk", "--wait=false"])?;
+    cluster.helm(&[
+        "install",
+        &release,
+        "charts/sunk",
+        "--set",
+        &format!("image.repository={SUNK_IMAGE_REPOSITORY}"),
+        "--set",
+        &format!("image.tag={SUNK_IMAGE_TAG}"),
+        "--wait",
+        "--timeout",
+        "120s",
+    ])?;
 
-    let kubeconfig = cluster.service_account_kubeconfig(&release).await?;
-    cluster.start_host_as(&kubeconfig, &[])?;
     cluster.create_pod(pod("rbac", "1", "256Mi")).await?;
-    cluster
-        .wait_pod("rbac", "the pod to be bound by the chart's account", Duration::from_secs(30), |p| {
+    let bound = cluster
+        .wait_pod("rbac", "the pod to be bound by the host running in the chart's pod", Duration::from_secs(60), |p| {
             node_name(p).is_some()
         })
         .await?;
+    assert!(node_name(&bound).is_some());
     let events = cluster.events_of("rbac").await?;
     assert!(
         events.iter().any(|(reason, _)| reason == "Scheduled"),
         "events are recorded with the chart's RBAC: {events:?}"
     );
 
-    cluster.helm(&["uninstall", &release])?;
+    cluster.helm(&["uninstall", &release, "--wait"])?;
     Ok(())
 }

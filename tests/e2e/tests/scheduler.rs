@@ -28,7 +28,7 @@ async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<
         events.iter().any(|(reason, note)| reason == "Scheduled" && note.contains(&jobs[0].job_id.to_string())),
         "{events:?}"
     );
-    // The agent playing the kubelet starts it.
+    // The kubelet starts it, in a real container.
     cluster
         .wait_pod("web", "the pod to run", BIND, |pod| {
             pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
@@ -41,11 +41,11 @@ async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<
 async fn deleting_a_pod_cancels_its_job() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("delete").await?;
     cluster.start_host(&[])?;
-    let bound = cluster.create_pod(pod("bound", "4", "256Mi")).await?;
+    let bound = cluster.create_pod(pod("bound", "2", "256Mi")).await?;
     cluster.wait_pod("bound", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
     // A second pod pinned to the node the first one fills, so its job stays pending.
     let busy = cluster.jobs_of(bound.metadata.uid.as_deref().unwrap()).await?[0].nodes.clone();
-    let mut pinned = pod("pending", "4", "256Mi");
+    let mut pinned = pod("pending", "2", "256Mi");
     pinned["metadata"]["annotations"] = serde_json::json!({"sunk.dev/required-nodes": busy});
     let pending = cluster.create_pod(pinned).await?;
     cluster
@@ -124,14 +124,14 @@ async fn a_host_killed_between_submit_and_bind_recovers_with_one_job() -> anyhow
 async fn a_pod_waits_for_a_full_cluster_with_the_slurm_reason_then_binds() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("full").await?;
     cluster.start_host(&[])?;
-    // Two nodes of 4 CPUs: two whole-node pods fill the cluster.
+    // Two Slurm nodes of 2 CPUs: two whole-node pods fill the cluster.
     for name in ["filler-1", "filler-2"] {
-        cluster.create_pod(pod(name, "4", "1Gi")).await?;
+        cluster.create_pod(pod(name, "2", "1Gi")).await?;
     }
     for name in ["filler-1", "filler-2"] {
         cluster.wait_pod(name, "a filler to be bound", BIND, |pod| node_name(pod).is_some()).await?;
     }
-    cluster.create_pod(pod("waiter", "4", "1Gi")).await?;
+    cluster.create_pod(pod("waiter", "2", "1Gi")).await?;
     let waiting = cluster
         .wait_pod("waiter", "the pod to report Slurm's pending reason", BIND, |pod| {
             scheduled_condition(pod)

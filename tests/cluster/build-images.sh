@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds the project's container images from their Containerfiles with buildah (no daemon) and saves
+# each as an OCI archive under $SUNK_IMAGES, which up.sh imports into every Node's containerd.
+#
+# Nothing is pulled: the Debian base the Containerfiles start FROM is imported from a debootstrap'd
+# trixie root under the tag the Containerfiles name, so the same files build for a user with any OCI
+# builder and a registry. An image is rebuilt only when its inputs (Containerfile, build context,
+# base image) change.
+#
+#   build-images.sh            every image
+#   build-images.sh sunk       only the sunk image (after the host binary was rebuilt)
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+mkdir -p "$SUNK_IMAGES"
+
+buildah() { command buildah --root "$SUNK_CACHE/buildah/storage" --runroot "$SUNK_CACHE/buildah/run" --storage-driver overlay "$@"; }
+
+# --- the Debian base ------------------------------------------------------------------------------
+base_root=$SUNK_CACHE/debian-trixie
+import_base() {
+  local stamp=$base_root/.sunk-complete
+  if [[ ! -f $stamp ]]; then
+    log "debootstrap a minimal trixie root for the base image"
+    rm -rf "$base_root" && mkdir -p "$base_root"
+    debootstrap --variant=minbase trixie "$base_root" "$DEBIAN_MIRROR" >"$SUNK_CACHE/debootstrap-base.log" 2>&1 \
+      || { tail -20 "$SUNK_CACHE/debootstrap-base.log"; die "debootstrap of the base image failed"; }
+    # What debian:trixie-slim leaves out: apt caches, docs, and the mirror's package lists.
+    rm -rf "$base_root"/var/cache/apt/*.bin "$base_root"/var/lib/apt/lists/* "$base_root"/usr/share/doc/* \
+      "$base_root"/usr/share/man/* "$base_root"/usr/share/locale/*
+    date -u +%s >"$stamp"
+  fi
+  local id
+  id=$(cat "$stamp")
+  if [[ "$(buildah inspect --type image --format '{{index .ImageAnnotations "dev.sunk.base-root"}}' "$DEBIAN_IMAGE" 2>/dev/null)" == "$id" ]]; then
+    return
+  fi
+  log "importing the trixie root as $DEBIAN_IMAGE"
+  local container mount
+  container=$(buildah from scratch)
+  mount=$(buildah mount "$container")
+  tar -C "$base_root" --exclude=./.sunk-complete -cf - . | tar -C "$mount" -xf -
+  buildah umount "$container" >/dev/null
+  buildah config --cmd bash --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --annotation "dev.sunk.base-root=$id" "$container"
+  buildah commit -q --rm "$container" "$DEBIAN_IMAGE" >/dev/null
+}
+
+# build NAME TAG CONTEXT CONTAINERFILE [TARGET]: builds TAG unless its inputs are unchanged, then
+# writes $SUNK_IMAGES/NAME.tar.
+build() {
+  local name=$1 tag=$2 context=$3 containerfile=$4 target=${5:-}
+  local archive=$SUNK_IMAGES/$name.tar stamp=$SUNK_IMAGES/$name.inputs inputs
+  inputs=$( (
+    echo "$tag $target"
+    buildah inspect --type image --format '{{.FromImageID}}' "$DEBIAN_IMAGE"
+    cat "$containerfile"
+    find "$context" -maxdepth 1 -type f -print0 | sort -z | xargs -0 sha256sum
+  ) | sha256sum | cut -d' ' -f1)
+  if [[ -f $archive && -f $stamp && "$(cat "$stamp")" == "$inputs" ]]; then
+    log "image $tag: cached"
+    return
+  fi
+  log "building image $tag"
+  buildah bud -q --layers --isolation chroot --build-arg "DEBIAN_IMAGE=$DEBIAN_IMAGE" ${target:+--target "$target"} \
+    -f "$containerfile" -t "$tag" "$context" >"$SUNK_CACHE/build-$name.log" 2>&1 \
+    || { tail -30 "$SUNK_CACHE/build-$name.log"; die "building $tag failed"; }
+  rm -f "$archive"
+  buildah push -q "$tag" "oci-archive:$archive:$tag" >/dev/null
+  echo "$inputs" >"$stamp"
+}
+
+# The host image's context: the binary, stripped of debug info (the debug build is what tests run).
+sunk_context=$SUNK_CACHE/sunk-image-context
+stage_sunk_binary() {
+  local binary=$SUNK_ROOT/target/debug/sunk
+  [[ -x $binary ]] || die "$binary is missing: cargo build -p sunk first"
+  mkdir -p "$sunk_context"
+  if [[ ! -f $sunk_context/sunk || $binary -nt $sunk_context/sunk ]]; then
+    objcopy --strip-debug "$binary" "$sunk_context/sunk.tmp" && mv "$sunk_context/sunk.tmp" "$sunk_context/sunk"
+  fi
+}
+
+images=$SUNK_ROOT/images
+want=${1:-all}
+import_base
+if [[ $want == all ]]; then
+  build pause "$PAUSE_IMAGE" "$images/pause" "$images/pause/Containerfile"
+  build busybox "$BUSYBOX_IMAGE" "$images/busybox" "$images/busybox/Containerfile"
+  for daemon in slurmd slurmctld slurmrestd; do
+    build "$daemon" "$SLURM_IMAGE_REPO/$daemon:$SLURM_VERSION" "$images/slurm" "$images/slurm/Containerfile" "$daemon"
+  done
+fi
+if [[ $want == all || $want == sunk ]]; then
+  stage_sunk_binary
+  build sunk "$SUNK_IMAGE" "$sunk_context" "$images/sunk/Containerfile"
+fi
