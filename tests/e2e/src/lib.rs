@@ -256,6 +256,20 @@ impl Cluster {
             .collect())
     }
 
+    /// Waits for an Event about `name` that `matches(reason, note)` accepts. Events are written
+    /// after the change they report, so a test that saw the change must still wait for its Event.
+    pub async fn wait_event(&self, name: &str, what: &str, matches: impl Fn(&str, &str) -> bool) -> anyhow::Result<()> {
+        let found = wait_for(what, Duration::from_secs(20), || async {
+            let events = self.events_of(name).await.ok()?;
+            events.iter().any(|(reason, note)| matches(reason, note)).then_some(())
+        })
+        .await;
+        if found.is_err() {
+            bail!("no Event: {what}; the Events about {name}: {:?}", self.events_of(name).await?);
+        }
+        Ok(())
+    }
+
     /// Deletes a pod with its grace period (the kubelet completes deletion of bound pods).
     pub async fn delete_pod(&self, name: &str) -> anyhow::Result<()> {
         self.pods().delete(name, &DeleteParams::default()).await?;

@@ -31,11 +31,7 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         })
         .await?;
     assert!(node_name(&bound).is_some());
-    let events = cluster.events_of("rbac").await?;
-    assert!(
-        events.iter().any(|(reason, _)| reason == "Scheduled"),
-        "events are recorded with the chart's RBAC: {events:?}"
-    );
+    cluster.wait_event("rbac", "Scheduled, recorded with the chart's RBAC", |reason, _| reason == "Scheduled").await?;
 
     cluster.helm(&["uninstall", &release, "--wait"])?;
     Ok(())

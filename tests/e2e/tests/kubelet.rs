@@ -81,10 +81,10 @@ async fn a_pod_the_kubelet_rejects_leaves_no_slurm_job_and_says_why() -> anyhow:
     .await?;
     assert_eq!(jobs.len(), 1, "one placeholder, no resubmission: {jobs:?}");
     assert_eq!(jobs[0].state_name(), "CANCELLED");
-    let events = cluster.events_of("big").await?;
-    assert!(
-        events.iter().any(|(reason, note)| reason == "SlurmJobCancelled" && note.contains("OutOfmemory")),
-        "an Event says the job was cancelled and why: {events:?}"
-    );
+    cluster
+        .wait_event("big", "SlurmJobCancelled naming the kubelet's reason", |reason, note| {
+            reason == "SlurmJobCancelled" && note.contains("OutOfmemory")
+        })
+        .await?;
     Ok(())
 }

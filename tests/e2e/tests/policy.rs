@@ -147,8 +147,7 @@ async fn a_module_that_does_not_match_its_pin_is_refused_and_says_why() -> anyho
     let message = status.message.unwrap_or_default();
     assert!(message.contains("spec.sha256"), "{message}");
     assert!(message.contains("stays on policymodule/pinned"), "the pushed module stays live: {message}");
-    let events = cluster.events_of("pinned").await?;
-    assert!(events.iter().any(|(reason, _)| reason == "Refused"), "{events:?}");
+    cluster.wait_event("pinned", "Refused", |reason, _| reason == "Refused").await?;
     assert_eq!(schedule(&cluster, "still-v2").await?, "team=ml");
 
     // A PolicyModule naming a missing ConfigMap is refused with the ConfigMap's name.

@@ -23,11 +23,10 @@ async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<
     assert_eq!(node_name(&bound), expected.as_deref(), "bound to the Node hosting slurmd {}", jobs[0].nodes);
     let condition = scheduled_condition(&bound).expect("PodScheduled condition");
     assert_eq!(condition.0, "True");
-    let events = cluster.events_of("web").await?;
-    assert!(
-        events.iter().any(|(reason, note)| reason == "Scheduled" && note.contains(&jobs[0].job_id.to_string())),
-        "{events:?}"
-    );
+    let job_id = jobs[0].job_id.to_string();
+    cluster
+        .wait_event("web", "Scheduled, naming the job", |reason, note| reason == "Scheduled" && note.contains(&job_id))
+        .await?;
     // The kubelet starts it, in a real container.
     cluster
         .wait_pod("web", "the pod to run", BIND, |pod| {
@@ -84,11 +83,11 @@ async fn a_pod_without_requests_is_not_scheduled_and_says_why() -> anyhow::Resul
         .await?;
     let (_, _, message) = scheduled_condition(&rejected).unwrap();
     assert!(message.contains("resources.requests.cpu"), "the condition names the field: {message}");
-    let events = cluster.events_of("bare").await?;
-    assert!(
-        events.iter().any(|(reason, note)| reason == "FailedScheduling" && note.contains("resources.requests.cpu")),
-        "an event says what to fix: {events:?}"
-    );
+    cluster
+        .wait_event("bare", "FailedScheduling saying what to fix", |reason, note| {
+            reason == "FailedScheduling" && note.contains("resources.requests.cpu")
+        })
+        .await?;
     // Give the host a few polls to do something wrong.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
@@ -162,12 +161,11 @@ async fn a_pod_slurm_can_never_place_stays_pending_with_slurms_error_and_one_job
         .await?;
     let (_, _, message) = scheduled_condition(&refused).unwrap();
     assert!(message.contains("BadConstraints"), "names Slurm's reason: {message}");
-    let events = cluster.events_of("huge").await?;
-    assert!(
-        events.iter().any(|(reason, note)| reason == "FailedScheduling"
-            && note.contains("Requested node configuration is not available")),
-        "an event carries Slurm's own words: {events:?}"
-    );
+    cluster
+        .wait_event("huge", "FailedScheduling in Slurm's own words", |reason, note| {
+            reason == "FailedScheduling" && note.contains("Requested node configuration is not available")
+        })
+        .await?;
     // It is neither deleted nor resubmitted over and over.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(node_name(&cluster.pods().get("huge").await?).is_none());
