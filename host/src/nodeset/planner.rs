@@ -194,12 +194,20 @@ fn update(input: &PlanInput, targets: &[&Target], kept: &BTreeMap<&str, &Observe
         remove(input, outdated[index].0, Cause::Outdated, plan);
     }
     for pod in kept.values().filter(|pod| !replacing.contains(&pod.name.as_str())) {
-        if let Some(mark) = &pod.drain {
-            let ours = known(input, &pod.slurm_node)
-                .is_some_and(|node| node.flags().is_draining() && mark.reason.as_deref() == Some(node.reason.as_str()));
-            let (name, slurm_node) = (pod.name.clone(), pod.slurm_node.clone());
-            plan.step(Step::Undrain { pod: name, slurm_node, in_slurm: ours });
-        }
+        let Some(mark) = &pod.drain else { continue };
+        let ours = match input.view(&pod.slurm_node) {
+            // The mark is the only memory of whose drain it is: keep it until Slurm can be asked.
+            SlurmView::Unknown => {
+                plan.wait(format!("pod {}: Slurm cannot be read to undo its drain", pod.name), Some(WAIT_RECHECK));
+                continue;
+            }
+            SlurmView::Absent => false,
+            SlurmView::Known(node) => {
+                node.flags().is_draining() && mark.reason.as_deref() == Some(node.reason.as_str())
+            }
+        };
+        let (name, slurm_node) = (pod.name.clone(), pod.slurm_node.clone());
+        plan.step(Step::Undrain { pod: name, slurm_node, in_slurm: ours });
     }
     if let Strategy::RollingUpdate { partition, .. } = input.strategy {
         let held = candidates

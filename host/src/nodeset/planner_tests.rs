@@ -310,6 +310,10 @@ fn an_administrators_drain_is_never_overwritten_or_undone() {
     let ours = drain_reason(admin, "k8s: ours");
     let world = World { slurm: Some(NodeSnapshot::new([ours], t0())), ..world };
     assert_eq!(steps(&world.plan()), ["undrain a"]);
+    // While Slurm cannot be read the mark stays: it is the only record of whose drain it is.
+    let world = World { slurm: None, ..world };
+    let plan = world.plan();
+    assert!(plan.steps.is_empty() && !plan.settled(), "{plan:?}");
 }
 
 #[test]

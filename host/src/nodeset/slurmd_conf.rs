@@ -156,7 +156,7 @@ mod tests {
             &container(&[]),
             &settings_of(Default::default()),
         );
-        assert!(conf.contains(" Gres=gpu:h100_80gb_hbm3:8 "), "{conf}");
+        assert!(conf.starts_with("Gres=gpu:h100_80gb_hbm3:8 "), "{conf}");
         let conf =
             node_conf(&node(&[], &[], &[("nvidia.com/gpu", "2")]), &container(&[]), &settings_of(Default::default()));
         assert!(conf.contains("Gres=gpu:2 "), "{conf}");

@@ -155,7 +155,7 @@ async fn takes_a_full_listing_every_so_often() {
     for _ in 0..5 {
         cache.poll_once(&slurm).await.unwrap();
     }
-    assert_eq!(slurm.asked(), [None, Some(100), None, Some(100), Some(100)]);
+    assert_eq!(slurm.asked(), [None, Some(100), Some(100), None, Some(100)]);
 }
 
 #[tokio::test]
