@@ -149,3 +149,85 @@ fn slurm_changes(
         futures::stream::iter(owners)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::slurm::ChangedNode;
+
+    fn node(name: &str, pool: &str, heartbeat: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([("pool".to_string(), pool.to_string())].into()),
+                annotations: Some([("heartbeat".to_string(), heartbeat.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn only_node_changes_that_matter_get_through() {
+        let events = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(node("a", "cpu", "1")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(node("a", "cpu", "2")),
+            watcher::Event::Apply(node("a", "gpu", "3")),
+            watcher::Event::Apply(node("b", "cpu", "1")),
+            watcher::Event::Delete(node("a", "gpu", "3")),
+        ];
+        let passed: Vec<String> = selection_changes(futures::stream::iter(events.map(Ok)))
+            .map(|node| {
+                let node = node.unwrap();
+                format!("{}:{}", node.name_any(), node.labels()["pool"])
+            })
+            .collect()
+            .await;
+        assert_eq!(passed, ["a:gpu", "b:cpu", "a:gpu"]);
+    }
+
+    #[tokio::test]
+    async fn slurm_changes_reach_the_nodeset_that_owns_the_node() {
+        let (store, mut writer) = reflector::store::<Pod>();
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("cpu-w2".into()),
+                namespace: Some("slurm".into()),
+                labels: Some(
+                    [(NODESET_LABEL.to_string(), "cpu".to_string()), (SLURM_NODE_LABEL.to_string(), "w2".to_string())]
+                        .into(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        writer.apply_watcher_event(&watcher::Event::Apply(pod));
+        let owner = SlurmNodeOwner {
+            namespace: "other".into(),
+            pod: "gpu-w1".into(),
+            node: "w1".into(),
+            nodeset: "gpu".into(),
+            uid: "u".into(),
+            nodeset_uid: "n".into(),
+        };
+        let changed = |name: &str, comment: String| ChangedNode { name: name.into(), comment };
+        let changes = [
+            NodeChange::Nodes(Arc::new(vec![
+                changed("w1", owner.to_comment()),
+                changed("w2", String::new()),
+                changed("w3", "admin note".into()),
+                changed("w4", owner.to_comment()),
+            ])),
+            NodeChange::All,
+        ];
+        let reached: Vec<String> = slurm_changes(futures::stream::iter(changes), store)
+            .map(|reference| format!("{}/{}", reference.namespace.unwrap_or_default(), reference.name))
+            .collect()
+            .await;
+        assert_eq!(reached, ["other/gpu", "slurm/cpu"]);
+    }
+}
