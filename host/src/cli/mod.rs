@@ -82,3 +82,19 @@ fn init_tracing() {
         builder.init();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The chart installs the CRDs from files; they must be what this build serves.
+    #[test]
+    fn the_charts_crds_are_current() {
+        for (plural, generated) in super::crds().unwrap() {
+            let path = format!("{}/../charts/sunk/crds/{plural}.yaml", env!("CARGO_MANIFEST_DIR"));
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == generated,
+                "{path} is stale: regenerate it with `cargo run -p sunk -- crds --dir charts/sunk/crds`"
+            );
+        }
+    }
+}
