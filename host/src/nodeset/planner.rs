@@ -43,7 +43,6 @@ pub fn plan(input: &PlanInput) -> Plan {
             plan.wait(format!("pod {} is terminating", pod.name), Some(WAIT_RECHECK));
         } else {
             live.push(pod);
-            set_owner(input, pod, &mut plan);
         }
     }
     // The pod kept on a Node with several: the up-to-date, then the ready one.
@@ -51,8 +50,13 @@ pub fn plan(input: &PlanInput) -> Plan {
     let mut kept: BTreeMap<&str, &ObservedPod> = BTreeMap::new();
     for pod in live {
         match departure(input, pod, &targets, &kept) {
-            Some(cause) => remove(input, pod, cause, &mut plan),
+            Some(Cause::Duplicate) => remove_duplicate(pod, &kept, &mut plan),
+            Some(cause) => {
+                set_owner(input, pod, &mut plan);
+                remove(input, pod, cause, &mut plan);
+            }
             None => {
+                set_owner(input, pod, &mut plan);
                 kept.insert(pod.kube_node.as_deref().unwrap_or_default(), pod);
             }
         }
@@ -149,6 +153,21 @@ fn remove(input: &PlanInput, pod: &ObservedPod, cause: Cause, plan: &mut Plan) {
             }
         }
     }
+}
+
+/// A second pod of the NodeSet on a Node shares the Slurm node of the first, so draining it would
+/// drain both: it goes at once if its slurmd never started, and otherwise waits for a person.
+fn remove_duplicate(pod: &ObservedPod, kept: &BTreeMap<&str, &ObservedPod>, plan: &mut Plan) {
+    if pod.slurmd_started.is_none() {
+        let (name, uid) = (pod.name.clone(), pod.uid.clone());
+        plan.step(Step::DeletePod { pod: name, uid, cause: Cause::Duplicate, forced: false });
+        return;
+    }
+    let node = pod.kube_node.as_deref().unwrap_or_default();
+    let first = kept.get(node).map(|first| first.name.as_str()).unwrap_or_default();
+    let why =
+        format!("pods {first} and {} both run slurmd on Node {node}: delete one once no job runs there", pod.name);
+    plan.wait(why, None);
 }
 
 /// How long to wait before an absent Slurm node proves its slurmd never registered; None when it

@@ -324,13 +324,16 @@ fn a_finished_pod_is_deleted_without_a_drain() {
 }
 
 #[test]
-fn a_second_pod_on_a_node_goes() {
+fn a_second_pod_on_a_node_goes_only_if_its_slurmd_never_ran() {
     let newer = ObservedPod { name: "cpu-a-2".into(), uid: "u2".into(), ..pod("a") };
     let stale = ObservedPod { name: "cpu-a-1".into(), uid: "u1".into(), revision: "old".into(), ..pod("a") };
-    let world = World::new(&["a"]).with_pods([stale, newer]);
-    let world = World { slurm: None, ..world };
+    let world = World::new(&["a"]).with_pods([stale.clone(), newer.clone()]);
     let plan = world.plan();
-    assert!(plan.waiting.iter().any(|w| w.contains("cpu-a-1")), "{plan:?}");
+    assert!(steps(&plan).is_empty(), "{plan:?}");
+    assert!(plan.waiting.iter().any(|w| w.contains("cpu-a-2 and cpu-a-1 both run slurmd")), "{:?}", plan.waiting);
+    let never_ran = ObservedPod { slurmd_started: None, ready: false, ..stale };
+    let world = World::new(&["a"]).with_pods([never_ran, newer]);
+    assert_eq!(steps(&world.plan()), ["delete cpu-a-1"]);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use futures::FutureExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -27,6 +28,13 @@ const RESYNC: Duration = Duration::from_secs(120);
 const RETRY: Duration = Duration::from_secs(5);
 
 pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // Before the first full listing of Nodes and pods, a missing one only means "not known yet": a
+    // pod would look orphaned and be drained.
+    let listed = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
+    if !listed(ctx.kube_nodes.wait_until_ready().now_or_never()) || !listed(ctx.pods.wait_until_ready().now_or_never())
+    {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
     let deleting = nodeset.metadata.deletion_timestamp.is_some();
     if deleting && !nodeset.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(Action::await_change());
