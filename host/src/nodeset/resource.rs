@@ -66,6 +66,7 @@ pub struct NodeSetSpec {
     /// How long a drain may wait for running jobs before the NodeSet reports `UpdateBlocked` (e.g.
     /// `30m`, `1h30m`, `90s`; default `1h`). Nothing is forced unless `force` is true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+[smhd])+$"))]
     pub drain_timeout: Option<String>,
     /// Delete a pod whose Slurm node is still busy once `drainTimeout` has passed (kills its jobs).
     #[serde(default)]
@@ -153,6 +154,7 @@ pub struct RollingUpdate {
     /// Canary: only Nodes whose ordinal (their place when sorted by name, from 0) is at least this are
     /// updated. Default 0 (all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub partition: Option<i32>,
 }
 
