@@ -70,6 +70,9 @@ pub struct HostArgs {
     /// that name none.
     #[arg(long, env = "SUNK_SLURM_KEY_SECRET", default_value = "slurm-key")]
     slurm_key_secret: String,
+    /// Only the NodeSets of this namespace; all namespaces by default.
+    #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
+    nodeset_namespace: Option<String>,
 }
 
 /// The namespace a pod's service account lives in, when running in a cluster.
@@ -109,7 +112,8 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
         };
         let slurm_nodes = NodeCache::new(NodeCacheConfig::every(poll_interval));
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
-        Some(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), cluster))
+        let config = nodeset::Config { cluster, namespace: args.nodeset_namespace.clone() };
+        Some(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config))
     } else {
         None
     };

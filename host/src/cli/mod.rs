@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the host controller: the pod scheduler and the NodeSet controller (and, later, the syncer).
-    Host(host::HostArgs),
+    Host(Box<host::HostArgs>),
     /// Builds, checks, tests, benchmarks and pushes policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -30,7 +30,7 @@ pub fn main() -> ExitCode {
     init_tracing();
     crate::tls::install_crypto_provider();
     let result = match cli.command {
-        Command::Host(args) => host::run(args),
+        Command::Host(args) => host::run(*args),
         Command::Policy(command) => policy::run(command),
         Command::Crds(args) => write_crds(args),
     };

@@ -22,6 +22,14 @@ use super::targets::pod_owner;
 use crate::policy::Policies;
 use crate::slurm::{NodeCache, NodeChange, SlurmClient};
 
+/// What the NodeSet controller is told at start-up.
+pub struct Config {
+    pub cluster: ClusterSettings,
+    /// Only the NodeSets of this namespace (e.g. one end-to-end test's); all when None. Nodes and
+    /// other NodeSets' slurmd pods are always seen cluster-wide, so a Node is never doubly used.
+    pub namespace: Option<String>,
+}
+
 /// Runs the NodeSet controller until a termination signal arrives. `slurm_nodes` must be polled by
 /// someone (`NodeCache::run`); the controller only reads it.
 pub async fn run(
@@ -29,9 +37,12 @@ pub async fn run(
     slurm: SlurmClient,
     slurm_nodes: NodeCache,
     policies: Arc<Policies>,
-    cluster: ClusterSettings,
+    config: Config,
 ) -> anyhow::Result<()> {
-    let nodesets = Api::<NodeSet>::all(client.clone());
+    let nodesets = match &config.namespace {
+        Some(namespace) => Api::<NodeSet>::namespaced(client.clone(), namespace),
+        None => Api::<NodeSet>::all(client.clone()),
+    };
     let hint = "the NodeSet CRD is not installed (the Helm chart installs it; or `sunk crds | kubectl apply -f -`)";
     crate::kube::wait_until_served(&nodesets, hint).await;
 
@@ -59,7 +70,7 @@ pub async fn run(
         slurm,
         slurm_nodes,
         policies,
-        cluster,
+        cluster: config.cluster,
         kube_nodes: node_store,
         pods: pod_store,
         nodesets: nodeset_store,

@@ -27,7 +27,7 @@ mod status;
 mod targets;
 
 pub use claims::NodeSetKey;
-pub use controller::run;
+pub use controller::{Config, run};
 pub use drain_reason::{OWNED_PREFIX, node_context};
 pub use naming::{
     CONF_ANNOTATION, DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION, FINALIZER, NODESET_LABEL, REVISION_LABEL,
