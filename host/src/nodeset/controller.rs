@@ -61,7 +61,7 @@ pub async fn run(
     };
     let changed = slurm_changes(slurm_nodes.subscribe(), pod_store.clone());
     let everything =
-        slurm_nodes.subscribe().filter_map(|change| async move { (change == NodeChange::All).then_some(()) });
+        slurm_nodes.subscribe().filter_map(|change| async move { matches!(change, NodeChange::All).then_some(()) });
     let reporter = Reporter { controller: "sunk-nodeset".into(), instance: std::env::var("POD_NAME").ok() };
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
@@ -144,7 +144,7 @@ fn slurm_changes(
         if let NodeChange::Nodes(nodes) = change {
             for node in nodes.iter() {
                 let owner =
-                    SlurmNodeOwner::from_comment(&node.comment).map(|owner| owner.nodeset_key()).or_else(|| {
+                    SlurmNodeOwner::from_comment(node.comment()).map(|owner| owner.nodeset_key()).or_else(|| {
                         let pods = pods.state();
                         let pod = pods.iter().find(|pod| pod.labels().get(SLURM_NODE_LABEL) == Some(&node.name))?;
                         pod_owner(pod)
@@ -225,7 +225,10 @@ mod tests {
             uid: "u".into(),
             nodeset_uid: "n".into(),
         };
-        let changed = |name: &str, comment: String| ChangedNode { name: name.into(), comment };
+        let changed = |name: &str, comment: String| {
+            let after = crate::slurm::Node { name: name.into(), comment, ..Default::default() };
+            ChangedNode { name: name.into(), before: None, after: Some(after) }
+        };
         let changes = [
             NodeChange::Nodes(Arc::new(vec![
                 changed("w1", owner.to_comment()),

@@ -85,16 +85,23 @@ impl NodeSnapshot {
     }
 }
 
-/// A node that appeared, changed or disappeared, with its comment (the last one seen if it is gone),
-/// so that subscribers can tell whose it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A node that appeared (no `before`), changed, or disappeared (no `after`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChangedNode {
     pub name: String,
-    pub comment: String,
+    pub before: Option<Node>,
+    pub after: Option<Node>,
+}
+
+impl ChangedNode {
+    /// The node's comment, the last one seen if it is gone: it tells whose the node is.
+    pub fn comment(&self) -> &str {
+        self.after.as_ref().or(self.before.as_ref()).map_or("", |node| node.comment.as_str())
+    }
 }
 
 /// What subscribers hear after a poll.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum NodeChange {
     Nodes(Arc<Vec<ChangedNode>>),
     /// Readability flipped, or a subscriber fell behind: look at everything again.
@@ -255,13 +262,17 @@ fn changes(old: &HashMap<String, Node>, new: &HashMap<String, Node>) -> Vec<Chan
     let mut changed: Vec<ChangedNode> = new
         .values()
         .filter(|node| old.get(&node.name) != Some(*node))
-        .map(|node| ChangedNode { name: node.name.clone(), comment: node.comment.clone() })
+        .map(|node| ChangedNode {
+            name: node.name.clone(),
+            before: old.get(&node.name).cloned(),
+            after: Some(node.clone()),
+        })
         .collect();
-    changed.extend(
-        old.values()
-            .filter(|node| !new.contains_key(&node.name))
-            .map(|node| ChangedNode { name: node.name.clone(), comment: node.comment.clone() }),
-    );
+    changed.extend(old.values().filter(|node| !new.contains_key(&node.name)).map(|node| ChangedNode {
+        name: node.name.clone(),
+        before: Some(node.clone()),
+        after: None,
+    }));
     changed.sort_by(|a, b| a.name.cmp(&b.name));
     changed
 }

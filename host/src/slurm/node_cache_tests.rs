@@ -172,12 +172,17 @@ async fn tells_subscribers_what_changed_and_when_readability_flips() {
         let _ = cache.poll_once(&slurm).await;
     }
     let names = |change: NodeChange| match change {
-        NodeChange::Nodes(nodes) => nodes.iter().map(|n| format!("{}={}", n.name, n.comment)).collect::<Vec<_>>(),
+        NodeChange::Nodes(nodes) => nodes.iter().map(|n| format!("{}={}", n.name, n.comment())).collect::<Vec<_>>(),
         NodeChange::All => vec!["*".to_owned()],
     };
     assert_eq!(names(changes.next().await.unwrap()), ["a=of a", "b=of b"]);
     assert_eq!(names(changes.next().await.unwrap()), ["*"]);
-    // b is gone: its last comment tells whose it was.
-    assert_eq!(names(changes.next().await.unwrap()), ["a=of a", "b=of b"]);
+    // b is gone: its last comment tells whose it was; a says what it was before.
+    let change = changes.next().await.unwrap();
+    if let NodeChange::Nodes(nodes) = &change {
+        assert_eq!(nodes[0].before.as_ref().map(|n| n.state.clone()), Some(vec!["IDLE".to_string()]));
+        assert_eq!(nodes[1].after, None);
+    }
+    assert_eq!(names(change), ["a=of a", "b=of b"]);
     assert_eq!(names(changes.next().await.unwrap()), ["*"]);
 }
