@@ -20,10 +20,10 @@ pub struct Node {
     pub reason_set_by_user: String,
     #[serde(default)]
     pub comment: String,
-    #[serde(default)]
-    pub cpus: u32,
+    #[serde(default, deserialize_with = "number")]
+    pub cpus: u64,
     /// MiB.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "number")]
     pub real_memory: u64,
     /// e.g. `gpu:h100:8`.
     #[serde(default)]
@@ -101,6 +101,22 @@ fn list_or_csv<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>
     })
 }
 
+/// A count, whether slurmrestd sends it bare or as `{"set": true, "number": N}`; 0 when unset.
+fn number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Bare(u64),
+        Wrapped(NoValue),
+        Null(()),
+    }
+    Ok(match Number::deserialize(deserializer)? {
+        Number::Bare(number) => number,
+        Number::Wrapped(value) => value.get().unwrap_or(0),
+        Number::Null(()) => 0,
+    })
+}
+
 /// A change to one node (`update_node_msg`); unset fields are left alone.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct NodeUpdate {
@@ -157,6 +173,9 @@ mod tests {
         assert!(node.flags().is_dynamic());
         let csv: Node = serde_json::from_str(r#"{"name":"n2","features":"a,b"}"#).unwrap();
         assert_eq!(csv.features, ["a", "b"]);
+        let wrapped: Node =
+            serde_json::from_str(r#"{"name":"n3","cpus":{"set":true,"number":8},"features":null}"#).unwrap();
+        assert_eq!((wrapped.cpus, wrapped.real_memory), (8, 0));
     }
 
     #[test]
