@@ -66,7 +66,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-    use crate::policy::Policies;
+    use crate::policy::{DrainWorld, Module};
 
     fn kube_node() -> Node {
         Node {
@@ -103,9 +103,9 @@ mod tests {
 
     #[test]
     fn the_bundled_policy_names_the_pod_and_why() {
-        let policies = Policies::bundled(Default::default()).unwrap();
+        let drain = Module::<DrainWorld>::bundled().unwrap();
         let input = termination_event("slurm", "cpu-worker-1", "rolling update", node_context("worker-1", None, None));
-        let reason = reason(policies.drain.decide(&input), &input).unwrap();
+        let reason = reason(drain.decide(&input), &input).unwrap();
         assert_eq!(reason, "k8s: slurmd pod slurm/cpu-worker-1 terminating: rolling update");
     }
 
