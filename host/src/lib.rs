@@ -1,7 +1,7 @@
 //! sunk: one pool of compute for Slurm and Kubernetes.
 //!
 //! Each module has one job; the policy runtime knows nothing of Kubernetes and the Slurm client
-//! knows nothing of policies. Controllers (`scheduler`) talk to both through narrow types.
+//! knows nothing of policies. Controllers (`scheduler`, `nodeset`) talk to both through narrow types.
 
 pub mod cli;
 pub mod delivery;
@@ -9,6 +9,7 @@ mod failpoint;
 pub mod http;
 pub mod kube;
 pub mod latency;
+pub mod nodeset;
 pub mod policy;
 pub mod scheduler;
 pub mod slurm;

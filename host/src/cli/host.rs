@@ -9,8 +9,9 @@ use anyhow::Context as _;
 use clap::Args;
 
 use crate::delivery::{self, Decision};
+use crate::nodeset::{self, ClusterSettings};
 use crate::policy::{self, FailureModes, OnFailure, Policies};
-use crate::slurm::{SlurmClient, TokenSigner};
+use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, TokenSigner};
 use crate::{http, scheduler};
 
 #[derive(Args)]
@@ -57,6 +58,21 @@ pub struct HostArgs {
     /// instead of falling back to the bundled default. Repeatable: job-mapper, preemption, drain.
     #[arg(long = "policy-fail-closed", env = "SUNK_POLICY_FAIL_CLOSED", value_delimiter = ',')]
     fail_closed: Vec<Decision>,
+    /// Runs the NodeSet controller (slurmd pods on the Nodes NodeSets select). `--nodeset-controller=false`
+    /// turns it off.
+    #[arg(long, env = "SUNK_NODESET_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
+    nodeset_controller: bool,
+    /// slurmctld's `host:port` that slurmd pods fetch their configuration from (`--conf-server`);
+    /// default: the host of --slurm-url, port 6817.
+    #[arg(long, env = "SUNK_SLURMCTLD_ADDRESS")]
+    slurmctld_address: Option<String>,
+    /// The Secret (key `slurm.key`) with the cluster's auth key, mounted into slurmd pods of NodeSets
+    /// that name none.
+    #[arg(long, env = "SUNK_SLURM_KEY_SECRET", default_value = "slurm-key")]
+    slurm_key_secret: String,
+    /// Only the NodeSets of this namespace; all namespaces by default.
+    #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
+    nodeset_namespace: Option<String>,
 }
 
 /// The namespace a pod's service account lives in, when running in a cluster.
@@ -88,9 +104,22 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
     if let Some(dir) = args.policy_dir.clone() {
         tokio::spawn(delivery::watch_directory(dir, policies.clone()));
     }
+    let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
+    let nodesets = if args.nodeset_controller {
+        let cluster = ClusterSettings {
+            conf_server: conf_server(args.slurmctld_address.as_deref(), &args.slurm_url)?,
+            slurm_key_secret: args.slurm_key_secret.clone(),
+        };
+        let slurm_nodes = NodeCache::new(NodeCacheConfig::every(poll_interval));
+        tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+        let config = nodeset::Config { cluster, namespace: args.nodeset_namespace.clone() };
+        Some(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config))
+    } else {
+        None
+    };
     let config = scheduler::Config {
         scheduler_name: args.scheduler_name,
-        poll_interval: Duration::from_millis(args.poll_interval_ms.max(50)),
+        poll_interval,
         cluster: policy::Cluster {
             partitions,
             default_partition: args.default_partition,
@@ -98,7 +127,21 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
             kill_wait_seconds: args.slurm_kill_wait,
         },
     };
-    scheduler::run(client, slurm, policies, config).await
+    let scheduler = scheduler::run(client, slurm, policies, config);
+    match nodesets {
+        Some(nodesets) => tokio::try_join!(scheduler, nodesets).map(drop),
+        None => scheduler.await,
+    }
+}
+
+/// `--slurmctld-address`, or the host of slurmrestd's URL with slurmctld's default port.
+fn conf_server(address: Option<&str>, slurm_url: &str) -> anyhow::Result<String> {
+    if let Some(address) = address {
+        return Ok(address.to_owned());
+    }
+    let url = reqwest::Url::parse(slurm_url).with_context(|| format!("--slurm-url {slurm_url} is not a URL"))?;
+    let host = url.host_str().with_context(|| format!("--slurm-url {slurm_url} names no host"))?;
+    Ok(format!("{host}:6817"))
 }
 
 fn failure_modes(fail_closed: &[Decision]) -> FailureModes {
@@ -114,4 +157,16 @@ fn own_namespace() -> String {
     std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
         .map(|ns| ns.trim().to_owned())
         .unwrap_or_else(|_| "default".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_conf_server_defaults_to_slurmrestds_host() {
+        assert_eq!(conf_server(None, "http://10.0.0.5:6820").unwrap(), "10.0.0.5:6817");
+        assert_eq!(conf_server(Some("ctld:7000"), "http://x:1").unwrap(), "ctld:7000");
+        assert!(conf_server(None, "not a url").is_err());
+    }
 }

@@ -16,13 +16,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs the host controller: the pod scheduler (and, later, the NodeSet controller and syncer).
-    Host(host::HostArgs),
+    /// Runs the host controller: the pod scheduler and the NodeSet controller (and, later, the syncer).
+    Host(Box<host::HostArgs>),
     /// Builds, checks, tests, benchmarks and pushes policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// Prints the CustomResourceDefinitions sunk serves (YAML), for `kubectl apply -f -`.
-    Crds,
+    Crds(CrdsArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -30,9 +30,9 @@ pub fn main() -> ExitCode {
     init_tracing();
     crate::tls::install_crypto_provider();
     let result = match cli.command {
-        Command::Host(args) => host::run(args),
+        Command::Host(args) => host::run(*args),
         Command::Policy(command) => policy::run(command),
-        Command::Crds => print_crds(),
+        Command::Crds(args) => write_crds(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -43,10 +43,32 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn print_crds() -> anyhow::Result<()> {
-    use kube::CustomResourceExt;
-    print!("{}", serde_saphyr::to_string(&crate::delivery::PolicyModule::crd())?);
+#[derive(clap::Args)]
+struct CrdsArgs {
+    /// Write one `<plural>.yaml` per CRD into this directory (the chart's `crds/`) instead.
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+}
+
+fn write_crds(args: CrdsArgs) -> anyhow::Result<()> {
+    let crds = crds()?;
+    let Some(dir) = args.dir else {
+        let documents: Vec<&str> = crds.iter().map(|(_, yaml)| yaml.as_str()).collect();
+        print!("{}", documents.join("---\n"));
+        return Ok(());
+    };
+    for (plural, yaml) in crds {
+        let path = dir.join(format!("{plural}.yaml"));
+        std::fs::write(&path, yaml).map_err(|error| anyhow::anyhow!("writing {}: {error}", path.display()))?;
+    }
     Ok(())
+}
+
+/// Every CRD sunk serves: its plural name and its YAML.
+pub fn crds() -> anyhow::Result<Vec<(String, String)>> {
+    use kube::CustomResourceExt;
+    let crds = [crate::delivery::PolicyModule::crd(), crate::nodeset::NodeSet::crd()];
+    crds.iter().map(|crd| Ok((crd.spec.names.plural.clone(), serde_saphyr::to_string(crd)?))).collect()
 }
 
 fn init_tracing() {
@@ -58,5 +80,21 @@ fn init_tracing() {
         builder.json().init();
     } else {
         builder.init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The chart installs the CRDs from files; they must be what this build serves.
+    #[test]
+    fn the_charts_crds_are_current() {
+        for (plural, generated) in super::crds().unwrap() {
+            let path = format!("{}/../charts/sunk/crds/{plural}.yaml", env!("CARGO_MANIFEST_DIR"));
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == generated,
+                "{path} is stale: regenerate it with `cargo run -p sunk -- crds --dir charts/sunk/crds`"
+            );
+        }
     }
 }

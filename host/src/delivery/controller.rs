@@ -4,9 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::ListParams;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
@@ -34,7 +33,8 @@ pub enum Error {
 /// Watches the PolicyModules of `namespace` until a termination signal arrives.
 pub async fn run(client: Client, namespace: String, policies: Arc<Policies>) {
     let api = Api::<PolicyModule>::namespaced(client.clone(), &namespace);
-    wait_until_served(&api).await;
+    let missing = "the PolicyModule CRD is not installed (the Helm chart installs it; or `sunk crds | kubectl apply -f -`): uploaded policies are not loaded until it is fixed; the bundled and directory policies decide meanwhile";
+    crate::kube::wait_until_served(&api, missing).await;
     tokio::spawn(reset_on_delete(api.clone(), policies.clone()));
     let reporter = Reporter { controller: "sunk-policy".into(), instance: std::env::var("POD_NAME").ok() };
     let recorder = Recorder::new(client.clone(), reporter);
@@ -48,35 +48,6 @@ pub async fn run(client: Client, namespace: String, policies: Arc<Policies>) {
             }
         })
         .await;
-}
-
-/// Waits until the API server serves PolicyModules: without the CRD the controller would only fail
-/// quietly, so say once, loudly, what is missing.
-async fn wait_until_served(api: &Api<PolicyModule>) {
-    const CHECK_EVERY: Duration = Duration::from_secs(15);
-    let mut warned = false;
-    loop {
-        match api.list(&ListParams::default().limit(1)).await {
-            Ok(_) => {
-                if warned {
-                    tracing::info!("PolicyModules are served now; watching them");
-                }
-                return;
-            }
-            Err(error) if !warned => {
-                let missing = matches!(&error, kube::Error::Api(status) if status.code == 404);
-                let hint = if missing {
-                    "the PolicyModule CRD is not installed (the Helm chart installs it; or `sunk crds | kubectl apply -f -`)"
-                } else {
-                    "PolicyModules cannot be listed"
-                };
-                tracing::warn!(%error, "{hint}: uploaded policies are not loaded until it is fixed; the bundled and directory policies decide meanwhile");
-                warned = true;
-            }
-            Err(_) => {}
-        }
-        tokio::time::sleep(CHECK_EVERY).await;
-    }
 }
 
 async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -162,16 +133,7 @@ async fn supersede(ctx: &Context, replaced: &Source, winner: &str) -> Result<(),
 
 /// Records an Event on the PolicyModule; failing to is logged, never fatal.
 async fn publish(ctx: &Context, module: &PolicyModule, warning: bool, reason: &str, note: String) {
-    let event = Event {
-        type_: if warning { EventType::Warning } else { EventType::Normal },
-        reason: reason.into(),
-        note: Some(note),
-        action: "Load".into(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &module.object_ref(&())).await {
-        tracing::warn!(module = %module.name_any(), %error, "could not record event {reason}");
-    }
+    crate::kube::publish(&ctx.recorder, &module.object_ref(&()), warning, reason, "Load", note).await;
 }
 
 fn error_policy(module: Arc<PolicyModule>, error: &Error, _ctx: Arc<Context>) -> Action {

@@ -2,8 +2,12 @@
 //! writes a scheduler makes to a pod (binding, the PodScheduled condition, events, deletion).
 
 mod connect;
+mod events;
 mod pod_writer;
 pub mod quantity;
+mod served;
 
 pub use connect::connect;
+pub use events::publish;
 pub use pod_writer::PodWriter;
+pub use served::wait_until_served;

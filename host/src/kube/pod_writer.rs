@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -92,15 +92,6 @@ impl PodWriter {
 
     /// Records an event on the pod. Failing to record one is logged, never fatal.
     pub async fn event(&self, pod: &Pod, warning: bool, reason: &str, action: &str, note: String) {
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &pod.object_ref(&())).await {
-            tracing::warn!(pod = %pod.name_any(), %error, "could not record event {reason}");
-        }
+        super::publish(&self.recorder, &pod.object_ref(&()), warning, reason, action, note).await;
     }
 }

@@ -8,8 +8,9 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::model::{Envelope, JobsResponse, NodesResponse, PartitionsResponse, SubmitResponse};
-use super::{Job, JobDescription, Node, SlurmError, TokenSigner};
+use super::model::{Envelope, JobsResponse, PartitionsResponse, SubmitResponse};
+use super::node::NodesResponse;
+use super::{Job, JobDescription, Node, NodeUpdate, SlurmError, TokenSigner};
 
 const API: &str = "slurm/v0.0.42";
 /// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
@@ -30,6 +31,15 @@ pub enum JobsPage {
     Unchanged,
     /// Every job Slurm knows, and the time of the last change to pass next time.
     All { jobs: Vec<Job>, last_update: u64 },
+}
+
+/// One answer to an incremental node listing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodesPage {
+    /// Nothing changed since the time asked about (HTTP 304).
+    Unchanged,
+    /// Every node Slurm knows, and the time of the last change to pass next time (never 0).
+    All { nodes: Vec<Node>, last_update: Option<u64> },
 }
 
 #[derive(Serialize)]
@@ -104,10 +114,61 @@ impl SlurmClient {
         Ok(answer.partitions.into_iter().map(|partition| partition.name).collect())
     }
 
-    pub async fn nodes(&self) -> Result<Vec<Node>, SlurmError> {
-        let answer: NodesResponse = decode("nodes", self.request(Method::GET, "nodes")?.send().await?).await?;
-        Ok(answer.nodes)
+    /// Lists every node, or says nothing changed since `since` (a previous `last_update`).
+    ///
+    /// slurmrestd 24.11 answers HTTP 500 "Unable to query partitions" to an incremental listing when
+    /// nodes changed but partitions did not ([`SlurmError::is_partitions_unchanged`]): the caller
+    /// then asks again without `since`.
+    pub async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
+        let mut request = self.request(Method::GET, "nodes")?;
+        if let Some(since) = since {
+            request = request.query(&[("update_time", since)]);
+        }
+        let response = request.send().await?;
+        if response.status() == StatusCode::NOT_MODIFIED {
+            return Ok(NodesPage::Unchanged);
+        }
+        let answer: NodesResponse = decode("nodes", response).await?;
+        let last_update = answer.last_update.get().filter(|time| *time > 0);
+        if since.is_some() && last_update.is_none() && answer.nodes.is_empty() {
+            return Ok(NodesPage::Unchanged);
+        }
+        Ok(NodesPage::All { nodes: answer.nodes, last_update })
     }
+
+    /// Changes a node's state, reason or comment.
+    pub async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
+        let response = self.request(Method::POST, &node_path(name))?.json(update).send().await?;
+        decode::<Envelope>("node update", response).await.map(drop)
+    }
+
+    /// Deletes a dynamic node's record. A node that is already gone is not an error.
+    pub async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
+        let response = self.request(Method::DELETE, &node_path(name))?.send().await?;
+        match decode::<Envelope>("node delete", response).await {
+            Err(SlurmError::Api { status: 404, .. }) => Ok(()),
+            Err(SlurmError::Api { errors, .. }) if errors.iter().all(unknown_node) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+}
+
+/// `node/<name>`, with the name kept to one path segment.
+fn node_path(name: &str) -> String {
+    let mut path = String::from("node/");
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.".contains(&byte) {
+            path.push(byte as char);
+        } else {
+            path.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    path
+}
+
+fn unknown_node(error: &super::ApiMessage) -> bool {
+    // ESLURM_INVALID_NODE_NAME
+    error.error_number == 2018 || error.description.to_ascii_lowercase().contains("invalid node name")
 }
 
 fn already_over(error: &super::ApiMessage) -> bool {

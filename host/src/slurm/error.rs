@@ -21,3 +21,32 @@ fn describe(messages: &[ApiMessage]) -> String {
     }
     messages.iter().map(ApiMessage::to_string).collect::<Vec<_>>().join("; ")
 }
+
+impl SlurmError {
+    /// slurmrestd's answer to an incremental node listing when nodes changed but partitions did not.
+    pub fn is_partitions_unchanged(&self) -> bool {
+        match self {
+            SlurmError::Api { status: 500, errors, .. } => {
+                errors.iter().any(|error| error.to_string().to_ascii_lowercase().contains("unable to query partitions"))
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_the_partitions_quirk() {
+        let quirk = SlurmError::Api {
+            what: "nodes",
+            status: 500,
+            errors: vec![ApiMessage { description: "Unable to query partitions".into(), ..Default::default() }],
+        };
+        assert!(quirk.is_partitions_unchanged());
+        let other = SlurmError::Api { what: "nodes", status: 500, errors: vec![] };
+        assert!(!other.is_partitions_unchanged());
+    }
+}

@@ -5,9 +5,17 @@
 mod auth;
 mod client;
 mod error;
+mod hostlist;
 mod model;
+mod node;
+mod node_cache;
 
 pub use auth::TokenSigner;
-pub use client::{JobsPage, SlurmClient};
+pub use client::{JobsPage, NodesPage, SlurmClient};
 pub use error::SlurmError;
-pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobState, NoValue, Node};
+pub use hostlist::{HostlistError, expand as expand_hostlist};
+pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobState, NoValue};
+pub use node::{Node, NodeFlags, NodeUpdate};
+pub use node_cache::{
+    ChangedNode, NodeCache, NodeCacheConfig, NodeChange, NodeSnapshot, NodeSource, SlurmView, Unreadable,
+};

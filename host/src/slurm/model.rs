@@ -179,16 +179,6 @@ impl Job {
     }
 }
 
-/// One node as listed by `GET /nodes`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct Node {
-    pub name: String,
-    #[serde(default)]
-    pub state: Vec<String>,
-    #[serde(default)]
-    pub reason: String,
-}
-
 #[derive(Debug, Deserialize)]
 pub(super) struct Envelope {
     #[serde(default)]
@@ -210,14 +200,6 @@ pub(super) struct JobsResponse {
     pub jobs: Vec<Job>,
     #[serde(default)]
     pub last_update: NoValue,
-    #[serde(flatten)]
-    pub envelope: Envelope,
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct NodesResponse {
-    #[serde(default)]
-    pub nodes: Vec<Node>,
     #[serde(flatten)]
     pub envelope: Envelope,
 }

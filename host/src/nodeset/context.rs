@@ -1,0 +1,48 @@
+//! What every NodeSet reconcile shares, and how one fails.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+use kube::{Client, Resource};
+
+use super::blocking_jobs::BlockingJobs;
+use super::resource::NodeSet;
+use super::slurmd_pod::ClusterSettings;
+use crate::policy::{Policies, PolicyError};
+use crate::slurm::{NodeCache, SlurmClient, SlurmError};
+
+pub struct Context {
+    pub client: Client,
+    pub slurm: SlurmClient,
+    /// Slurm's nodes, shared with the other controllers.
+    pub slurm_nodes: NodeCache,
+    pub policies: Arc<Policies>,
+    pub cluster: ClusterSettings,
+    pub kube_nodes: Store<Node>,
+    /// Every NodeSet's slurmd pods.
+    pub pods: Store<Pod>,
+    pub nodesets: Store<NodeSet>,
+    pub recorder: Recorder,
+    pub blocking_jobs: BlockingJobs,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Slurm(#[from] SlurmError),
+    #[error("the drain policy decided nothing: {0}")]
+    Policy(#[from] PolicyError),
+    #[error("the Node {0} of a pod to create is gone")]
+    NodeGone(String),
+}
+
+impl Context {
+    /// Records an Event on the NodeSet; failing to is logged, never fatal.
+    pub async fn publish(&self, nodeset: &NodeSet, warning: bool, reason: &str, action: &str, note: String) {
+        crate::kube::publish(&self.recorder, &nodeset.object_ref(&()), warning, reason, action, note).await;
+    }
+}

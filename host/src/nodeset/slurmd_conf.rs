@@ -1,0 +1,199 @@
+//! The node parameters a slurmd pod registers with (`slurmd -Z --conf "..."`), from its Node, its
+//! container and the NodeSet.
+//!
+//! CPUs and RealMemory are what the pod may use: its container's limits when set, else the Node's
+//! allocatable. GPUs come from `nvidia.com/gpu` (limit, else allocatable, else capacity) and the
+//! Node's GPU model label. `Topology=` is left out unless it has a value: an empty one makes Slurm
+//! refuse the registration (INVALID_REG, Slinky #261).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Node};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::settings::Settings;
+use crate::kube::quantity;
+
+/// The Kubernetes extended resource counted as Slurm GPUs.
+const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// Node labels naming the GPU model, most specific first (GPU feature discovery, then others).
+const GPU_MODEL_LABELS: &[&str] = &["nvidia.com/gpu.product", "gpu.nvidia.com/class", "nvidia.com/gpu.family"];
+const MAX_GPU_TYPE: usize = 32;
+const MIB: u64 = 1024 * 1024;
+
+/// The `--conf` text: `CPUs=4 RealMemory=15000 Gres=gpu:h100:8 Features=... NodeAddr=$(POD_IP) ...`.
+/// `$(POD_IP)` is expanded by the kubelet from the container's `POD_IP` variable.
+pub fn node_conf(node: &Node, slurmd: &Container, settings: &Settings) -> String {
+    let mut parts: Vec<(String, String)> = Vec::new();
+    let mut push = |key: &str, value: String| parts.push((key.to_owned(), value));
+    if let Some(cpus) = amount(node, slurmd, "cpu", quantity::millicores) {
+        push("CPUs", (cpus / 1000).max(1).to_string());
+    }
+    if let Some(bytes) = amount(node, slurmd, "memory", quantity::units) {
+        push("RealMemory", (bytes / MIB).max(1).to_string());
+    }
+    if let Some(gres) = gres(node, slurmd) {
+        push("Gres", gres);
+    }
+    push("Features", settings.features.join(","));
+    push("NodeAddr", "$(POD_IP)".into());
+    if let Some(topology) = topology(node, settings) {
+        push("Topology", topology);
+    }
+    for (key, value) in &settings.extra_conf {
+        parts.retain(|(ours, _)| !ours.eq_ignore_ascii_case(key));
+        parts.push((key.clone(), value.clone()));
+    }
+    parts.iter().map(|(key, value)| format!("{key}={value}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The container's limit for `resource`, else the Node's allocatable, else its capacity.
+fn amount(node: &Node, slurmd: &Container, resource: &str, scale: fn(&Quantity) -> Option<u64>) -> Option<u64> {
+    let limit = slurmd.resources.as_ref().and_then(|r| r.limits.as_ref()).and_then(|l| l.get(resource));
+    let status = node.status.as_ref();
+    let allocatable = status.and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get(resource));
+    let capacity = status.and_then(|s| s.capacity.as_ref()).and_then(|c| c.get(resource));
+    [limit, allocatable, capacity].into_iter().flatten().find_map(scale)
+}
+
+fn gres(node: &Node, slurmd: &Container) -> Option<String> {
+    let count = amount(node, slurmd, GPU_RESOURCE, quantity::units).filter(|count| *count > 0)?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    Some(match gpu_type(&labels) {
+        Some(model) => format!("gpu:{model}:{count}"),
+        None => format!("gpu:{count}"),
+    })
+}
+
+/// `NVIDIA-H100-80GB-HBM3` -> `h100_80gb_hbm3`: lowercase, the vendor dropped, only letters, digits
+/// and single underscores, short.
+fn gpu_type(labels: &BTreeMap<String, String>) -> Option<String> {
+    let model = GPU_MODEL_LABELS.iter().find_map(|key| labels.get(*key)).map(|model| model.to_ascii_lowercase())?;
+    let mut clean = String::new();
+    for c in model.chars() {
+        if c.is_ascii_alphanumeric() {
+            clean.push(c);
+        } else if !clean.ends_with('_') && !clean.is_empty() {
+            clean.push('_');
+        }
+    }
+    let clean = clean.strip_prefix("nvidia_").unwrap_or(&clean);
+    let clean = clean.trim_matches('_');
+    let clean = &clean[..clean.len().min(MAX_GPU_TYPE)];
+    let clean = clean.trim_end_matches('_');
+    (!clean.is_empty() && clean != "nvidia").then(|| clean.to_owned())
+}
+
+fn topology(node: &Node, settings: &Settings) -> Option<String> {
+    let spec = settings.topology.as_ref()?;
+    let unit = node.metadata.labels.as_ref()?.get(&spec.label).filter(|value| !value.is_empty())?;
+    Some(format!("{}:{unit}", spec.name.as_deref().unwrap_or("default")))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{NodeStatus, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::nodeset::resource::{NodeSetSpec, PodTemplate, TopologySpec};
+    use crate::nodeset::settings::settings;
+
+    fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+        pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
+    }
+
+    fn node(labels: &[(&str, &str)], allocatable: &[(&str, &str)], capacity: &[(&str, &str)]) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("worker-1".into()),
+                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                allocatable: Some(quantities(allocatable)),
+                capacity: Some(quantities(capacity)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn container(limits: &[(&str, &str)]) -> Container {
+        Container {
+            name: "slurmd".into(),
+            resources: Some(ResourceRequirements { limits: Some(quantities(limits)), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    fn settings_of(spec: NodeSetSpec) -> Settings {
+        let template = PodTemplate(serde_json::json!({"spec": {"containers": [{"name": "slurmd"}]}}));
+        settings("gpu", &NodeSetSpec { template, ..spec }).unwrap()
+    }
+
+    #[test]
+    fn uses_the_nodes_allocatable_without_limits() {
+        let node = node(&[], &[("cpu", "3900m"), ("memory", "16Gi")], &[("cpu", "4"), ("memory", "17Gi")]);
+        let conf = node_conf(&node, &container(&[]), &settings_of(NodeSetSpec::default()));
+        assert_eq!(conf, "CPUs=3 RealMemory=16384 Features=gpu NodeAddr=$(POD_IP)");
+    }
+
+    #[test]
+    fn container_limits_win_over_the_node() {
+        let node = node(&[], &[("cpu", "64"), ("memory", "512Gi")], &[]);
+        let conf = node_conf(&node, &container(&[("cpu", "8"), ("memory", "32Gi")]), &settings_of(Default::default()));
+        assert!(conf.starts_with("CPUs=8 RealMemory=32768 "), "{conf}");
+        let tiny = node_conf(&node, &container(&[("cpu", "500m")]), &settings_of(Default::default()));
+        assert!(tiny.starts_with("CPUs=1 "), "{tiny}");
+    }
+
+    #[test]
+    fn gres_names_the_gpu_model_when_the_node_says_it() {
+        let labels = [("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")];
+        let conf = node_conf(
+            &node(&labels, &[("nvidia.com/gpu", "8")], &[]),
+            &container(&[]),
+            &settings_of(Default::default()),
+        );
+        assert!(conf.starts_with("Gres=gpu:h100_80gb_hbm3:8 "), "{conf}");
+        let conf =
+            node_conf(&node(&[], &[], &[("nvidia.com/gpu", "2")]), &container(&[]), &settings_of(Default::default()));
+        assert!(conf.contains("Gres=gpu:2 "), "{conf}");
+        let limited = container(&[("nvidia.com/gpu", "1")]);
+        let conf = node_conf(&node(&[], &[("nvidia.com/gpu", "8")], &[]), &limited, &settings_of(Default::default()));
+        assert!(conf.contains("Gres=gpu:1 "), "{conf}");
+        let conf = node_conf(
+            &node(&labels, &[("nvidia.com/gpu", "0")], &[]),
+            &container(&[]),
+            &settings_of(Default::default()),
+        );
+        assert!(!conf.contains("Gres"), "{conf}");
+    }
+
+    #[test]
+    fn gpu_types_are_clean_and_short() {
+        let of = |model: &str| gpu_type(&[("gpu.nvidia.com/class".to_string(), model.to_string())].into());
+        assert_eq!(of("A100-SXM4-40GB").as_deref(), Some("a100_sxm4_40gb"));
+        assert_eq!(of("NVIDIA  L40S").as_deref(), Some("l40s"));
+        assert_eq!(of("nvidia").as_deref(), None);
+        assert_eq!(of("--").as_deref(), None);
+        assert!(of(&"x".repeat(100)).unwrap().len() <= MAX_GPU_TYPE);
+    }
+
+    #[test]
+    fn features_partitions_topology_and_extra_conf() {
+        let spec = NodeSetSpec {
+            features: vec!["h100".into()],
+            partitions: vec!["batch".into()],
+            topology: Some(TopologySpec { label: "leaf".into(), name: None }),
+            extra_conf: Some("Weight=10 CPUs=2".into()),
+            ..Default::default()
+        };
+        let settings = settings_of(spec);
+        let conf = node_conf(&node(&[("leaf", "s1")], &[("cpu", "4")], &[]), &container(&[]), &settings);
+        assert_eq!(conf, "Features=gpu,h100,batch NodeAddr=$(POD_IP) Topology=default:s1 Weight=10 CPUs=2");
+        let conf = node_conf(&node(&[("leaf", "")], &[], &[]), &container(&[]), &settings);
+        assert!(!conf.contains("Topology"), "{conf}");
+    }
+}

@@ -1,0 +1,115 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::*;
+use crate::nodeset::resource::{NodeSetSpec, NodeSetStatus, PodTemplate};
+use crate::nodeset::settings::settings;
+
+fn nodeset(template: serde_json::Value) -> NodeSet {
+    NodeSet {
+        metadata: ObjectMeta {
+            name: Some("gpu".into()),
+            namespace: Some("slurm".into()),
+            uid: Some("uid-1".into()),
+            ..Default::default()
+        },
+        spec: NodeSetSpec { template: PodTemplate(template), ..Default::default() },
+        status: None,
+    }
+}
+
+fn cluster() -> ClusterSettings {
+    ClusterSettings { conf_server: "slurmctld:6817".into(), slurm_key_secret: "slurm-key".into() }
+}
+
+fn build_for(nodeset: &NodeSet) -> Pod {
+    let settings = settings("gpu", &nodeset.spec).unwrap();
+    let template_spec = settings.template.spec.clone();
+    let selection = Selection::new(&Default::default(), None, &[], template_spec.as_ref());
+    let placement =
+        Placement { kube_node: "worker-1", slurm_node: "worker-1", revision: "abc", conf: "CPUs=2 Features=gpu" };
+    build(nodeset, &settings, &selection, &cluster(), &placement)
+}
+
+fn simple() -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"labels": {"app": "slurmd"}},
+        "spec": {"containers": [
+            {"name": "sidecar", "image": "busybox"},
+            {"name": "slurmd", "image": "localhost/sunk/slurmd:24.11", "args": ["-vv"]}
+        ]}
+    })
+}
+
+#[test]
+fn pins_labels_and_owns_the_pod() {
+    let pod = build_for(&nodeset(simple()));
+    let meta = &pod.metadata;
+    assert_eq!(meta.name.as_deref(), Some("gpu-worker-1"));
+    assert_eq!(meta.namespace.as_deref(), Some("slurm"));
+    let labels = meta.labels.as_ref().unwrap();
+    assert_eq!(labels["app"], "slurmd");
+    assert_eq!(labels[NODESET_LABEL], "gpu");
+    assert_eq!(labels[SLURM_NODE_LABEL], "worker-1");
+    assert_eq!(labels[REVISION_LABEL], "abc");
+    assert_eq!(meta.annotations.as_ref().unwrap()[CONF_ANNOTATION], "CPUs=2 Features=gpu");
+    let owner = &meta.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("NodeSet", "uid-1", Some(true)));
+    let spec = pod.spec.unwrap();
+    assert_eq!(spec.node_name.as_deref(), Some("worker-1"));
+    let tolerated: Vec<_> = spec.tolerations.unwrap().into_iter().filter_map(|t| t.key).collect();
+    assert!(tolerated.contains(&"node.kubernetes.io/unschedulable".to_string()));
+}
+
+#[test]
+fn runs_slurmd_as_a_dynamic_node_in_the_slurmd_container() {
+    let spec = build_for(&nodeset(simple())).spec.unwrap();
+    assert!(spec.containers[0].args.is_none(), "the sidecar is left alone");
+    let slurmd = &spec.containers[1];
+    assert_eq!(slurmd.command.as_deref(), Some(&["slurmd".to_string()][..]));
+    let args = slurmd.args.clone().unwrap();
+    assert_eq!(
+        args,
+        ["-D", "-Z", "-N", "worker-1", "--conf-server", "slurmctld:6817", "--conf", "CPUs=2 Features=gpu", "-vv"]
+    );
+    let pod_ip = slurmd.env.as_ref().unwrap().iter().find(|v| v.name == "POD_IP").unwrap();
+    let field = pod_ip.value_from.as_ref().unwrap().field_ref.as_ref().unwrap();
+    assert_eq!(field.field_path, "status.podIP");
+    let mount = slurmd.volume_mounts.as_ref().unwrap().iter().find(|m| m.mount_path == KEY_PATH).unwrap();
+    assert_eq!(mount.read_only, Some(true));
+    let volume = spec.volumes.unwrap().into_iter().find(|v| v.name == mount.name).unwrap();
+    let secret = volume.secret.unwrap();
+    assert_eq!(secret.secret_name.as_deref(), Some("slurm-key"));
+    assert_eq!(secret.default_mode, Some(0o600));
+}
+
+#[test]
+fn keeps_the_templates_own_command_and_key_mount() {
+    let template = serde_json::json!({"spec": {
+        "containers": [{"name": "main", "command": ["/entrypoint.sh"],
+                        "volumeMounts": [{"name": "etc", "mountPath": "/etc/slurm/"}]}],
+        "volumes": [{"name": "etc", "emptyDir": {}}]
+    }});
+    let spec = build_for(&nodeset(template)).spec.unwrap();
+    let slurmd = &spec.containers[0];
+    assert_eq!(slurmd.command.as_deref(), Some(&["/entrypoint.sh".to_string()][..]));
+    assert_eq!(slurmd.args.as_ref().unwrap()[0], "-D");
+    assert_eq!(slurmd.volume_mounts.as_ref().unwrap().len(), 1);
+    assert_eq!(spec.volumes.unwrap().len(), 1);
+}
+
+#[test]
+fn the_revision_follows_what_shapes_pods_only() {
+    let base = nodeset(simple());
+    let mut status_only = base.clone();
+    status_only.status = Some(NodeSetStatus { desired: 3, ..Default::default() });
+    status_only.spec.force = true;
+    status_only.spec.drain_timeout = Some("5m".into());
+    assert_eq!(revision(&base, &cluster()), revision(&status_only, &cluster()));
+    let mut new_image = base.clone();
+    new_image.spec.template.0["spec"]["containers"][1]["image"] = "localhost/sunk/slurmd:25.05".into();
+    assert_ne!(revision(&base, &cluster()), revision(&new_image, &cluster()));
+    let mut more_features = base.clone();
+    more_features.spec.features.push("ib".into());
+    assert_ne!(revision(&base, &cluster()), revision(&more_features, &cluster()));
+    assert_eq!(revision(&base, &cluster()).len(), 10);
+}

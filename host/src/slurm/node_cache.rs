@@ -1,0 +1,282 @@
+//! One shared view of Slurm's nodes, refreshed by one incremental listing per poll, never one
+//! request per node or per pod.
+//!
+//! It fails closed: when the last poll failed or is older than `stale_after`, there is no snapshot
+//! and every node reads as [`SlurmView::Unknown`]. A node missing from a successful listing is
+//! [`SlurmView::Absent`], which is not the same as drained.
+//!
+//! slurmrestd 24.11 quirks handled here: `GET /nodes?update_time=` answers 304 when nothing changed
+//! and HTTP 500 "Unable to query partitions" when nodes changed but partitions did not (then the
+//! listing is asked for again without `update_time`); a zero `last_update` is never stored. Slurm
+//! compares whole seconds, so a change in the same second as the last listing can be missed by an
+//! incremental poll: every `full_listing_every` polls the listing is taken in full.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::Stream;
+use tokio::sync::broadcast;
+
+use super::{Node, NodesPage, SlurmClient, SlurmError};
+
+/// How the cache polls.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeCacheConfig {
+    pub interval: Duration,
+    /// A listing older than this (no successful poll since) is not trusted.
+    pub stale_after: Duration,
+    /// Every this many polls the listing is taken without `update_time`.
+    pub full_listing_every: u32,
+}
+
+impl NodeCacheConfig {
+    pub fn every(interval: Duration) -> Self {
+        Self { interval, stale_after: interval * 4 + Duration::from_secs(5), full_listing_every: 60 }
+    }
+}
+
+/// Where listings come from: slurmrestd, or a fake in tests.
+pub trait NodeSource: Send + Sync {
+    fn list_nodes(&self, since: Option<u64>) -> impl Future<Output = Result<NodesPage, SlurmError>> + Send;
+}
+
+impl NodeSource for SlurmClient {
+    fn list_nodes(&self, since: Option<u64>) -> impl Future<Output = Result<NodesPage, SlurmError>> + Send {
+        self.nodes(since)
+    }
+}
+
+/// What Slurm says about one node name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SlurmView {
+    /// Slurm cannot be read right now (or its listing is stale): decide nothing that could kill a job.
+    Unknown,
+    /// A successful, fresh listing does not contain the node.
+    Absent,
+    Known(Box<Node>),
+}
+
+/// A fresh listing.
+#[derive(Debug, Clone)]
+pub struct NodeSnapshot {
+    nodes: Arc<HashMap<String, Node>>,
+    /// When Slurm last confirmed this listing (a listing or a 304), by the wall clock.
+    pub confirmed_at: SystemTime,
+}
+
+impl NodeSnapshot {
+    pub fn new(nodes: impl IntoIterator<Item = Node>, confirmed_at: SystemTime) -> Self {
+        let nodes = nodes.into_iter().map(|node| (node.name.clone(), node)).collect();
+        Self { nodes: Arc::new(nodes), confirmed_at }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    pub fn view(&self, name: &str) -> SlurmView {
+        self.get(name).map_or(SlurmView::Absent, |node| SlurmView::Known(Box::new(node.clone())))
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+}
+
+/// A node that appeared (no `before`), changed, or disappeared (no `after`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangedNode {
+    pub name: String,
+    pub before: Option<Node>,
+    pub after: Option<Node>,
+}
+
+impl ChangedNode {
+    /// The node's comment, the last one seen if it is gone: it tells whose the node is.
+    pub fn comment(&self) -> &str {
+        self.after.as_ref().or(self.before.as_ref()).map_or("", |node| node.comment.as_str())
+    }
+}
+
+/// What subscribers hear after a poll.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeChange {
+    Nodes(Arc<Vec<ChangedNode>>),
+    /// Readability flipped, or a subscriber fell behind: look at everything again.
+    All,
+}
+
+#[derive(Default)]
+struct State {
+    listing: Option<Arc<HashMap<String, Node>>>,
+    confirmed: Option<(Instant, SystemTime)>,
+    last_update: Option<u64>,
+    last_poll_failed: Option<String>,
+    polls_since_full: u32,
+}
+
+/// Shared, cheaply cloned Slurm node cache.
+#[derive(Clone)]
+pub struct NodeCache {
+    state: Arc<RwLock<State>>,
+    changes: broadcast::Sender<NodeChange>,
+    config: NodeCacheConfig,
+}
+
+impl NodeCache {
+    pub fn new(config: NodeCacheConfig) -> Self {
+        let (changes, _) = broadcast::channel(256);
+        Self { state: Arc::default(), changes, config }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The current listing, or why there is none to trust.
+    pub fn snapshot(&self) -> Result<NodeSnapshot, Unreadable> {
+        let state = self.read();
+        readable_snapshot(&state, self.config.stale_after, Instant::now())
+    }
+
+    /// One node, failing closed.
+    pub fn view(&self, name: &str) -> SlurmView {
+        self.snapshot().map_or(SlurmView::Unknown, |snapshot| snapshot.view(name))
+    }
+
+    /// Change notifications from now on.
+    pub fn subscribe(&self) -> impl Stream<Item = NodeChange> + Send + 'static {
+        futures::stream::unfold(self.changes.subscribe(), |mut receiver| async move {
+            match receiver.recv().await {
+                Ok(change) => Some((change, receiver)),
+                Err(broadcast::error::RecvError::Lagged(_)) => Some((NodeChange::All, receiver)),
+                Err(broadcast::error::RecvError::Closed) => None,
+            }
+        })
+    }
+
+    /// Polls `source` every interval, forever.
+    pub async fn run<S: NodeSource>(self, source: S) {
+        let mut ticker = tokio::time::interval(self.config.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            if let Err(error) = self.poll_once(&source).await {
+                tracing::warn!(%error, "listing Slurm nodes failed; nodes read as unknown until a listing succeeds");
+            }
+        }
+    }
+
+    /// One poll: one request, two when slurmrestd's partition quirk forces a full listing.
+    pub async fn poll_once<S: NodeSource>(&self, source: &S) -> Result<(), SlurmError> {
+        let since = self.next_since();
+        let page = match source.list_nodes(since).await {
+            Err(error) if since.is_some() && error.is_partitions_unchanged() => source.list_nodes(None).await,
+            other => other,
+        };
+        let was_readable = self.snapshot().is_ok();
+        let outcome = match page {
+            Ok(page) => self.apply(page, since.is_none()),
+            Err(error) => {
+                self.write().last_poll_failed = Some(error.to_string());
+                Err(error)
+            }
+        };
+        let changed = outcome.as_ref().ok().cloned().unwrap_or_default();
+        if !changed.is_empty() {
+            let _ = self.changes.send(NodeChange::Nodes(Arc::new(changed)));
+        }
+        if was_readable != self.snapshot().is_ok() {
+            let _ = self.changes.send(NodeChange::All);
+        }
+        outcome.map(drop)
+    }
+
+    fn next_since(&self) -> Option<u64> {
+        let state = self.read();
+        let full_due = state.polls_since_full + 1 >= self.config.full_listing_every.max(1);
+        if state.listing.is_none() || full_due { None } else { state.last_update }
+    }
+
+    /// Takes a page in; returns the nodes that changed.
+    fn apply(&self, page: NodesPage, full: bool) -> Result<Vec<ChangedNode>, SlurmError> {
+        let mut state = self.write();
+        let now = (Instant::now(), SystemTime::now());
+        state.polls_since_full = if full { 0 } else { state.polls_since_full + 1 };
+        let NodesPage::All { nodes, last_update } = page else {
+            if state.listing.is_none() {
+                // A 304 with nothing to confirm is no listing at all.
+                let error = "slurmrestd said nothing changed before anything was listed".to_owned();
+                state.last_poll_failed = Some(error);
+                return Ok(Vec::new());
+            }
+            state.confirmed = Some(now);
+            state.last_poll_failed = None;
+            return Ok(Vec::new());
+        };
+        let listing: HashMap<String, Node> = nodes.into_iter().map(|node| (node.name.clone(), node)).collect();
+        let changed =
+            state.listing.as_deref().map_or_else(|| changes(&HashMap::new(), &listing), |old| changes(old, &listing));
+        state.listing = Some(Arc::new(listing));
+        state.confirmed = Some(now);
+        state.last_poll_failed = None;
+        if let Some(time) = last_update.filter(|time| *time > 0) {
+            state.last_update = Some(time);
+        }
+        Ok(changed)
+    }
+}
+
+/// Why the cache has no listing to trust.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    #[error("Slurm's nodes have not been listed yet")]
+    NeverListed,
+    #[error("the last listing of Slurm's nodes failed: {0}")]
+    Failed(String),
+    #[error("Slurm's nodes were last listed {0:?} ago")]
+    Stale(Duration),
+}
+
+fn readable_snapshot(state: &State, stale_after: Duration, now: Instant) -> Result<NodeSnapshot, Unreadable> {
+    if let Some(error) = &state.last_poll_failed {
+        return Err(Unreadable::Failed(error.clone()));
+    }
+    let (Some(listing), Some((confirmed, confirmed_at))) = (&state.listing, state.confirmed) else {
+        return Err(Unreadable::NeverListed);
+    };
+    let age = now.saturating_duration_since(confirmed);
+    if age > stale_after {
+        return Err(Unreadable::Stale(age));
+    }
+    Ok(NodeSnapshot { nodes: listing.clone(), confirmed_at })
+}
+
+fn changes(old: &HashMap<String, Node>, new: &HashMap<String, Node>) -> Vec<ChangedNode> {
+    let mut changed: Vec<ChangedNode> = new
+        .values()
+        .filter(|node| old.get(&node.name) != Some(*node))
+        .map(|node| ChangedNode {
+            name: node.name.clone(),
+            before: old.get(&node.name).cloned(),
+            after: Some(node.clone()),
+        })
+        .collect();
+    changed.extend(old.values().filter(|node| !new.contains_key(&node.name)).map(|node| ChangedNode {
+        name: node.name.clone(),
+        before: Some(node.clone()),
+        after: None,
+    }));
+    changed.sort_by(|a, b| a.name.cmp(&b.name));
+    changed
+}
+
+#[cfg(test)]
+#[path = "node_cache_tests.rs"]
+mod tests;

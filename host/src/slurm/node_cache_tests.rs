@@ -1,0 +1,188 @@
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use futures::StreamExt;
+
+use super::*;
+use crate::slurm::ApiMessage;
+
+/// What the fake slurmrestd answers next.
+enum Answer {
+    Page(NodesPage),
+    PartitionsQuirk,
+    Down,
+}
+
+#[derive(Default)]
+struct FakeSlurm {
+    answers: Mutex<VecDeque<Answer>>,
+    asked: Mutex<Vec<Option<u64>>>,
+}
+
+impl FakeSlurm {
+    fn answering(answers: impl IntoIterator<Item = Answer>) -> Self {
+        Self { answers: Mutex::new(answers.into_iter().collect()), asked: Mutex::default() }
+    }
+
+    fn asked(&self) -> Vec<Option<u64>> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl NodeSource for FakeSlurm {
+    fn list_nodes(&self, since: Option<u64>) -> impl Future<Output = Result<NodesPage, SlurmError>> + Send {
+        self.asked.lock().unwrap().push(since);
+        let answer = self.answers.lock().unwrap().pop_front().unwrap_or(Answer::Down);
+        let result = match answer {
+            Answer::Page(page) => Ok(page),
+            Answer::PartitionsQuirk => Err(SlurmError::Api {
+                what: "nodes",
+                status: 500,
+                errors: vec![ApiMessage { error: "Unable to query partitions".into(), ..Default::default() }],
+            }),
+            Answer::Down => Err(SlurmError::Unauthorized(511)),
+        };
+        std::future::ready(result)
+    }
+}
+
+fn node(name: &str, state: &str) -> Node {
+    Node { name: name.into(), state: vec![state.into()], comment: format!("of {name}"), ..Default::default() }
+}
+
+fn all(nodes: &[Node], last_update: u64) -> Answer {
+    Answer::Page(NodesPage::All { nodes: nodes.to_vec(), last_update: Some(last_update).filter(|t| *t > 0) })
+}
+
+fn cache() -> NodeCache {
+    NodeCache::new(NodeCacheConfig {
+        interval: Duration::from_millis(10),
+        stale_after: Duration::from_secs(60),
+        full_listing_every: 1000,
+    })
+}
+
+#[tokio::test]
+async fn unknown_until_listed_then_absent_or_known() {
+    let cache = cache();
+    assert_eq!(cache.view("a"), SlurmView::Unknown);
+    assert_eq!(cache.snapshot().unwrap_err(), Unreadable::NeverListed);
+    let slurm = FakeSlurm::answering([all(&[node("a", "IDLE")], 100)]);
+    cache.poll_once(&slurm).await.unwrap();
+    assert_eq!(cache.view("a"), SlurmView::Known(Box::new(node("a", "IDLE"))));
+    assert_eq!(cache.view("b"), SlurmView::Absent);
+}
+
+#[tokio::test]
+async fn polls_incrementally_and_keeps_the_listing_on_304() {
+    let cache = cache();
+    let slurm = FakeSlurm::answering([all(&[node("a", "IDLE")], 100), Answer::Page(NodesPage::Unchanged)]);
+    cache.poll_once(&slurm).await.unwrap();
+    cache.poll_once(&slurm).await.unwrap();
+    assert_eq!(slurm.asked(), [None, Some(100)]);
+    assert_eq!(cache.view("a"), SlurmView::Known(Box::new(node("a", "IDLE"))));
+}
+
+#[tokio::test]
+async fn falls_back_to_a_full_listing_on_the_partitions_quirk() {
+    let cache = cache();
+    let slurm = FakeSlurm::answering([
+        all(&[node("a", "IDLE")], 100),
+        Answer::PartitionsQuirk,
+        all(&[node("a", "ALLOCATED")], 105),
+        Answer::Page(NodesPage::Unchanged),
+    ]);
+    for _ in 0..3 {
+        cache.poll_once(&slurm).await.unwrap();
+    }
+    assert_eq!(slurm.asked(), [None, Some(100), None, Some(105)]);
+    assert_eq!(cache.view("a"), SlurmView::Known(Box::new(node("a", "ALLOCATED"))));
+}
+
+#[tokio::test]
+async fn never_stores_a_zero_last_update() {
+    let cache = cache();
+    let slurm = FakeSlurm::answering([all(&[node("a", "IDLE")], 100), all(&[node("a", "MIXED")], 0), all(&[], 0)]);
+    for _ in 0..3 {
+        cache.poll_once(&slurm).await.unwrap();
+    }
+    assert_eq!(slurm.asked(), [None, Some(100), Some(100)]);
+}
+
+#[tokio::test]
+async fn a_failed_poll_makes_every_node_unknown_until_one_succeeds() {
+    let cache = cache();
+    let slurm = FakeSlurm::answering([all(&[node("a", "IDLE")], 100), Answer::Down, all(&[node("a", "IDLE")], 101)]);
+    cache.poll_once(&slurm).await.unwrap();
+    assert!(cache.poll_once(&slurm).await.is_err());
+    assert_eq!(cache.view("a"), SlurmView::Unknown);
+    assert_eq!(cache.view("gone"), SlurmView::Unknown);
+    assert!(matches!(cache.snapshot(), Err(Unreadable::Failed(_))));
+    cache.poll_once(&slurm).await.unwrap();
+    assert_eq!(cache.view("gone"), SlurmView::Absent);
+}
+
+#[tokio::test]
+async fn a_304_before_any_listing_is_not_a_listing() {
+    let cache = cache();
+    let slurm = FakeSlurm::answering([Answer::Page(NodesPage::Unchanged)]);
+    cache.poll_once(&slurm).await.unwrap();
+    assert_eq!(cache.view("a"), SlurmView::Unknown);
+}
+
+#[test]
+fn a_stale_listing_is_unknown() {
+    let now = Instant::now();
+    let state = State {
+        listing: Some(Arc::new(HashMap::new())),
+        confirmed: Some((now, SystemTime::now())),
+        ..Default::default()
+    };
+    assert!(readable_snapshot(&state, Duration::from_secs(5), now + Duration::from_secs(4)).is_ok());
+    let stale = readable_snapshot(&state, Duration::from_secs(5), now + Duration::from_secs(6));
+    assert!(matches!(stale, Err(Unreadable::Stale(_))));
+}
+
+#[tokio::test]
+async fn takes_a_full_listing_every_so_often() {
+    let cache = NodeCache::new(NodeCacheConfig {
+        interval: Duration::from_millis(10),
+        stale_after: Duration::from_secs(60),
+        full_listing_every: 3,
+    });
+    let unchanged = || Answer::Page(NodesPage::Unchanged);
+    let slurm = FakeSlurm::answering([all(&[], 100), unchanged(), unchanged(), all(&[], 100), unchanged()]);
+    for _ in 0..5 {
+        cache.poll_once(&slurm).await.unwrap();
+    }
+    assert_eq!(slurm.asked(), [None, Some(100), Some(100), None, Some(100)]);
+}
+
+#[tokio::test]
+async fn tells_subscribers_what_changed_and_when_readability_flips() {
+    let cache = cache();
+    let mut changes = Box::pin(cache.subscribe());
+    let slurm = FakeSlurm::answering([
+        all(&[node("a", "IDLE"), node("b", "IDLE")], 100),
+        all(&[node("a", "ALLOCATED")], 101),
+        Answer::Page(NodesPage::Unchanged),
+        Answer::Down,
+    ]);
+    for _ in 0..4 {
+        let _ = cache.poll_once(&slurm).await;
+    }
+    let names = |change: NodeChange| match change {
+        NodeChange::Nodes(nodes) => nodes.iter().map(|n| format!("{}={}", n.name, n.comment())).collect::<Vec<_>>(),
+        NodeChange::All => vec!["*".to_owned()],
+    };
+    assert_eq!(names(changes.next().await.unwrap()), ["a=of a", "b=of b"]);
+    assert_eq!(names(changes.next().await.unwrap()), ["*"]);
+    // b is gone: its last comment tells whose it was; a says what it was before.
+    let change = changes.next().await.unwrap();
+    if let NodeChange::Nodes(nodes) = &change {
+        assert_eq!(nodes[0].before.as_ref().map(|n| n.state.clone()), Some(vec!["IDLE".to_string()]));
+        assert_eq!(nodes[1].after, None);
+    }
+    assert_eq!(names(change), ["a=of a", "b=of b"]);
+    assert_eq!(names(changes.next().await.unwrap()), ["*"]);
+}
