@@ -13,10 +13,9 @@ log "building sunk"
 cargo build -q -p sunk
 "$SUNK_ROOT/tests/cluster/up.sh"
 
-# What the chart's crds/ holds: the PolicyModule resource, for uploading policies.
-"$SUNK_ROOT/target/debug/sunk" crds | kubectl apply -f - >/dev/null
 log "starting sunk host (log: $SUNK_STATE/logs/host.log)"
-setsid "$SUNK_ROOT/target/debug/sunk" host --kubeconfig "$KUBECONFIG" \
+# The pod scheduler; the local cluster's NodeSet is kept by the host up.sh started.
+setsid "$SUNK_ROOT/target/debug/sunk" host --nodeset-controller=false --kubeconfig "$KUBECONFIG" \
   --slurm-url "http://127.0.0.1:$SLURMRESTD_PORT" --slurm-jwt-key "$SUNK_STATE/slurm-etc/jwt.key" \
   >>"$SUNK_STATE/logs/host.log" 2>&1 </dev/null &
 echo $! >"$SUNK_STATE/pids/host.pid"

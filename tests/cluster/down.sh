@@ -9,7 +9,7 @@ source "$here/env.sh"
 source "$here/lib.sh"
 
 # The demo host first, then the kubelets (so they stop starting containers), then the rest.
-names=(host)
+names=(host nodeset-host)
 for node in "${NODES[@]}"; do names+=("kubelet-$node"); done
 names+=(kube-proxy coredns kube-scheduler kube-controller-manager)
 for node in "${NODES[@]}"; do names+=("containerd-$node"); done

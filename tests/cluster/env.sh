@@ -18,6 +18,8 @@ ETCD_PEER_PORT=${ETCD_PEER_PORT:-12380}
 APISERVER_PORT=${APISERVER_PORT:-16443}
 SLURMCTLD_PORT=${SLURMCTLD_PORT:-16817}
 SLURMRESTD_PORT=${SLURMRESTD_PORT:-16820}
+# /metrics of the host up.sh starts to keep the local cluster's NodeSet
+NODESET_HOST_HTTP_PORT=${NODESET_HOST_HTTP_PORT:-18080}
 # slurmd ports are handed out from here upwards, one per slurmd pod
 SLURMD_PORT_BASE=${SLURMD_PORT_BASE:-17000}
 

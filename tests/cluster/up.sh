@@ -3,8 +3,9 @@
 #   control plane  etcd, kube-apiserver (RBAC + Node authorization, ServiceAccount admission),
 #                  kube-controller-manager, kube-scheduler, CoreDNS, kube-proxy
 #   three Nodes    a kubelet with its own containerd each, pods on the cluster bridge
-#   Slurm 24.11    slurmctld and slurmrestd as host processes, and one slurmd pod (a dynamic node,
-#                  from the slurmd image) on each GPU Node
+#   Slurm 24.11    slurmctld and slurmrestd as host processes, and the NodeSet `slurm/gpu`: one slurmd
+#                  pod (a dynamic node, from the slurmd image) on each GPU Node, kept by a sunk host
+#                  that runs only the NodeSet controller
 # Idempotent: tears down whatever a previous (possibly killed) run left, then starts afresh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -127,7 +128,7 @@ wait_for "${#NODES[@]} Ready Nodes" 120 nodes_ready
 # the first two Nodes; the third is a plain CPU Node.
 gpu_models=(A100 H100)
 for i in 0 1; do
-  kubectl label node "${NODES[i]}" --overwrite "nvidia.com/gpu.product=${gpu_models[i]}" >/dev/null
+  kubectl label node "${NODES[i]}" --overwrite "nvidia.com/gpu.product=${gpu_models[i]}" sunk.dev/pool=gpu >/dev/null
   kubectl patch node "${NODES[i]}" --subresource=status --type=json \
     -p '[{"op":"add","path":"/status/capacity/nvidia.com~1gpu","value":"2"}]' >/dev/null
 done
@@ -138,9 +139,12 @@ sed -e "s|@HOST@|$(hostname)|" -e "s|@ADDR@|$BRIDGE_IP|" -e "s|@STATE@|$rootstat
   -e "s|@SLURMCTLD_PORT@|$SLURMCTLD_PORT|" "$here/slurm.conf.in" >"$etc/slurm.conf"
 echo CgroupPlugin=disabled >"$etc/cgroup.conf"
 # No GPUs here: character devices stand in for them (slurmd wants a File= for each GPU). The
-# slurmd pods mount them at /dev/nvidia0 and /dev/nvidia1.
+# slurmd pods mount them at /dev/nvidia0 and /dev/nvidia1; their Slurm nodes are named after their
+# Nodes, and their GPU type is the Node's model label, lowercased.
 for i in 0 1; do mknod "$SUNK_STATE/fake-gpus/nvidia$i" c 1 3; done
-echo "Name=gpu File=/dev/nvidia[0-1]" >"$etc/gres.conf"
+for i in 0 1; do
+  echo "NodeName=${NODES[i]} Name=gpu Type=${gpu_models[i],,} File=/dev/nvidia[0-1]"
+done >"$etc/gres.conf"
 head -c 64 /dev/urandom >"$etc/slurm.key"
 head -c 64 /dev/urandom >"$etc/jwt.key"
 slurm_uid=$(in_root id -u slurm)
@@ -181,14 +185,18 @@ kubectl apply -f "$here/slurm-services.yaml" >/dev/null
 kubectl -n slurm create secret generic slurm-key --from-file=slurm.key="$etc/slurm.key" \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
-log "starting the slurmd pods"
-for i in 0 1; do
-  sed -e "s|@NAME@|slurm-$((i + 1))|g" -e "s|@NODE@|${NODES[i]}|" -e "s|@FEATURES@|${gpu_models[i]}|" \
-    -e "s|@FAKE_GPUS@|$SUNK_STATE/fake-gpus|g" -e "s|@SLURMD_IMAGE@|$SLURM_IMAGE_REPO/slurmd:$SLURM_VERSION|" \
-    "$here/slurmd-pod.yaml" | kubectl apply -f - >/dev/null
-done
+log "starting the cluster's host (NodeSet controller only) and the NodeSet slurm/gpu"
+"$SUNK_ROOT/target/debug/sunk" crds | kubectl apply -f - >/dev/null
+kubectl wait --for condition=established --timeout 30s crd/nodesets.sunk.dev >/dev/null
+start nodeset-host "$SUNK_ROOT/target/debug/sunk" host --scheduler=false --nodeset-namespace slurm \
+  --kubeconfig "$KUBECONFIG" --slurm-url "http://127.0.0.1:$SLURMRESTD_PORT" --slurm-jwt-key "$etc/jwt.key" \
+  --slurmctld-address "slurmctld.slurm.svc.cluster.local:6817" --policy-namespace slurm \
+  --http-addr "127.0.0.1:$NODESET_HOST_HTTP_PORT"
+sed -e "s|@FAKE_GPUS@|$SUNK_STATE/fake-gpus|g" -e "s|@SLURMD_IMAGE@|$SLURM_IMAGE_REPO/slurmd:$SLURM_VERSION|" \
+  "$here/nodeset.yaml" | kubectl apply -f - >/dev/null
 idle_nodes() { [[ "$(in_root sinfo -h -N -t idle -o %N | sort -u | wc -l)" -ge 2 ]]; }
 wait_for "two idle Slurm nodes" 120 idle_nodes
 in_root sinfo -N -o '%N %T %c %m %G %f' >&2
 kubectl get nodes -o wide >&2
+kubectl get nodesets -A >&2
 log "local cluster up: KUBECONFIG=$KUBECONFIG, slurmrestd http://127.0.0.1:$SLURMRESTD_PORT, JWT key $etc/jwt.key"

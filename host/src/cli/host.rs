@@ -58,6 +58,10 @@ pub struct HostArgs {
     /// instead of falling back to the bundled default. Repeatable: job-mapper, preemption, drain.
     #[arg(long = "policy-fail-closed", env = "SUNK_POLICY_FAIL_CLOSED", value_delimiter = ',')]
     fail_closed: Vec<Decision>,
+    /// Runs the pod scheduler (pods whose schedulerName is --scheduler-name). `--scheduler=false`
+    /// turns it off, e.g. for a host that only keeps NodeSets.
+    #[arg(long, env = "SUNK_SCHEDULER", default_value_t = true, action = clap::ArgAction::Set)]
+    scheduler: bool,
     /// Runs the NodeSet controller (slurmd pods on the Nodes NodeSets select). `--nodeset-controller=false`
     /// turns it off.
     #[arg(long, env = "SUNK_NODESET_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
@@ -127,10 +131,12 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
             kill_wait_seconds: args.slurm_kill_wait,
         },
     };
-    let scheduler = scheduler::run(client, slurm, policies, config);
-    match nodesets {
-        Some(nodesets) => tokio::try_join!(scheduler, nodesets).map(drop),
-        None => scheduler.await,
+    let scheduler = args.scheduler.then(|| scheduler::run(client, slurm, policies, config));
+    match (scheduler, nodesets) {
+        (Some(scheduler), Some(nodesets)) => tokio::try_join!(scheduler, nodesets).map(drop),
+        (Some(scheduler), None) => scheduler.await,
+        (None, Some(nodesets)) => nodesets.await,
+        (None, None) => anyhow::bail!("--scheduler=false and --nodeset-controller=false leave the host nothing to do"),
     }
 }
 

@@ -35,7 +35,7 @@ pub fn node_conf(node: &Node, slurmd: &Container, settings: &Settings) -> String
     if let Some(gres) = gres(node, slurmd) {
         push("Gres", gres);
     }
-    push("Features", settings.features.join(","));
+    push("Features", features(node, settings).join(","));
     push("NodeAddr", "$(POD_IP)".into());
     if let Some(topology) = topology(node, settings) {
         push("Topology", topology);
@@ -54,6 +54,25 @@ fn amount(node: &Node, slurmd: &Container, resource: &str, scale: fn(&Quantity) 
     let allocatable = status.and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get(resource));
     let capacity = status.and_then(|s| s.capacity.as_ref()).and_then(|c| c.get(resource));
     [limit, allocatable, capacity].into_iter().flatten().find_map(scale)
+}
+
+/// The NodeSet's features, plus the Node's GPU model as its label says it (`A100`), which is what
+/// the job-mapper turns a pod's GPU-model node affinity into (`--constraint A100`).
+fn features(node: &Node, settings: &Settings) -> Vec<String> {
+    let mut features = settings.features.clone();
+    let labels = node.metadata.labels.as_ref();
+    let model = GPU_MODEL_LABELS.iter().find_map(|key| labels?.get(*key));
+    if let Some(model) = model.filter(|model| is_feature_name(model)) {
+        if !features.contains(model) {
+            features.push(model.clone());
+        }
+    }
+    features
+}
+
+/// A word Slurm accepts as a node feature (no operators of feature expressions, no spaces).
+fn is_feature_name(value: &str) -> bool {
+    !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 fn gres(node: &Node, slurmd: &Container) -> Option<String> {
@@ -169,6 +188,16 @@ mod tests {
             &settings_of(Default::default()),
         );
         assert!(!conf.contains("Gres"), "{conf}");
+    }
+
+    #[test]
+    fn the_gpu_model_is_a_feature_too() {
+        let gpu = node(&[("nvidia.com/gpu.product", "A100")], &[("cpu", "2")], &[("nvidia.com/gpu", "2")]);
+        let conf = node_conf(&gpu, &container(&[]), &settings_of(NodeSetSpec::default()));
+        assert!(conf.contains("Features=") && conf.contains(",A100"), "{conf}");
+        let odd = node(&[("nvidia.com/gpu.product", "A100 (80GB)")], &[("cpu", "2")], &[]);
+        let conf = node_conf(&odd, &container(&[]), &settings_of(NodeSetSpec::default()));
+        assert!(!conf.contains("80GB"), "a label value Slurm cannot take as a feature is left out: {conf}");
     }
 
     #[test]

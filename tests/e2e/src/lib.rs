@@ -46,20 +46,22 @@ async fn ensure_crds(kube: &Client) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::CustomResourceExt;
     use kube::api::{Patch, PatchParams};
-    let crd = sunk::delivery::PolicyModule::crd();
-    let name = crd.name_any();
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    crds.patch(&name, &PatchParams::apply("sunk-e2e").force(), &Patch::Apply(&crd)).await?;
-    wait_for("the PolicyModule CRD to be established", Duration::from_secs(20), || {
-        let crds = crds.clone();
-        let name = name.clone();
-        async move {
-            let crd = crds.get(&name).await.ok()?;
-            let conditions = crd.status?.conditions?;
-            conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
-        }
-    })
-    .await
+    for crd in [sunk::delivery::PolicyModule::crd(), sunk::nodeset::NodeSet::crd()] {
+        let name = crd.name_any();
+        crds.patch(&name, &PatchParams::apply("sunk-e2e").force(), &Patch::Apply(&crd)).await?;
+        wait_for(&format!("the CRD {name} to be established"), Duration::from_secs(20), || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                let crd = crds.get(&name).await.ok()?;
+                let conditions = crd.status?.conditions?;
+                conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+            }
+        })
+        .await?;
+    }
+    Ok(())
 }
 
 fn slurm_url() -> String {
@@ -99,7 +101,9 @@ impl Cluster {
         Api::namespaced(self.kube.clone(), &self.namespace)
     }
 
-    /// Starts `sunk host` as the cluster admin, with extra environment (e.g. failpoints).
+    /// Starts `sunk host` as the cluster admin, with extra environment (e.g. failpoints). Its
+    /// NodeSet controller is off unless `env` turns it on (`SUNK_NODESET_CONTROLLER=true`): the
+    /// local cluster's own NodeSet is kept by the cluster's host.
     pub fn start_host(&mut self, env: &[(&str, &str)]) -> anyhow::Result<usize> {
         self.start_host_as(&state_dir().join("kubeconfig"), env)
     }
@@ -130,6 +134,7 @@ impl Cluster {
             .arg(&self.namespace)
             .arg("--http-addr")
             .arg(format!("127.0.0.1:{http_port}"))
+            .env("SUNK_NODESET_CONTROLLER", "false")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
@@ -241,6 +246,13 @@ impl Cluster {
             .list(&ListParams::default().labels(&format!("{}={slurm_node}", sunk::scheduler::SLURM_NODE_LABEL)))
             .await?;
         Ok(pods.items.first().and_then(|pod| pod.spec.as_ref()?.node_name.clone()))
+    }
+
+    /// The Slurm node whose slurmd pod runs on this Kubernetes Node.
+    pub async fn slurm_node_on(&self, node: &str) -> anyhow::Result<Option<String>> {
+        let label = sunk::scheduler::SLURM_NODE_LABEL;
+        let pods = Api::<Pod>::all(self.kube.clone()).list(&ListParams::default().labels(label)).await?;
+        Ok(pods.items.iter().find(|pod| node_name(pod) == Some(node)).and_then(|pod| pod.labels().get(label).cloned()))
     }
 
     /// Events recorded about one object in this namespace, as (reason, note).

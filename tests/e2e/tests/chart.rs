@@ -19,6 +19,9 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         &format!("image.repository={SUNK_IMAGE_REPOSITORY}"),
         "--set",
         &format!("image.tag={SUNK_IMAGE_TAG}"),
+        // The local cluster's NodeSet has a keeper already; a second one would roll its pods.
+        "--set",
+        "nodesetController.enabled=false",
         "--wait",
         "--timeout",
         "120s",

@@ -28,15 +28,24 @@ async fn a_pod_bound_by_sunk_runs_and_its_log_is_readable() -> anyhow::Result<()
     assert!(status.pod_ip.as_deref().is_some_and(|ip| ip.starts_with("10.244.")), "a pod IP on the cluster bridge");
 
     let namespace = cluster.namespace.clone();
-    let log = wait_for("the container's log", BIND, || {
-        let namespace = namespace.clone();
-        async move {
-            let output = kubectl(&["logs", "-n", &namespace, "hello"]).output().ok()?;
-            let text = String::from_utf8_lossy(&output.stdout).into_owned();
-            (output.status.success() && text.contains("hello from")).then_some(text)
-        }
+    let logs = || kubectl(&["logs", "-n", &namespace, "hello"]).output();
+    let log = wait_for("the container's log", BIND, || async {
+        let output = logs().ok()?;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        (output.status.success() && text.contains("hello from")).then_some(text)
     })
-    .await?;
+    .await;
+    let log = match log {
+        Ok(log) => log,
+        Err(error) => {
+            let output = logs()?;
+            anyhow::bail!(
+                "{error}; kubectl logs says: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        }
+    };
     assert_eq!(log.trim(), "hello from hello", "kubectl logs reads the container's output");
     Ok(())
 }
@@ -44,8 +53,9 @@ async fn a_pod_bound_by_sunk_runs_and_its_log_is_readable() -> anyhow::Result<()
 #[tokio::test]
 async fn a_pod_the_kubelet_rejects_leaves_no_slurm_job_and_says_why() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("rejected").await?;
-    let slurm_node = "slurm-1";
-    let node = cluster.kube_node_of(slurm_node).await?.expect("slurm-1 runs on a Node");
+    let node = "kube-node-1".to_string();
+    let slurm_node = cluster.slurm_node_on(&node).await?.expect("kube-node-1 runs a slurmd pod");
+    let slurm_node = slurm_node.as_str();
 
     // An ordinary pod (kube-scheduler places it) takes most of that Node's memory for pods. Slurm
     // does not know: to it the node is idle.
