@@ -45,7 +45,7 @@ BRIDGE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 DNS_SERVICE_IP=10.96.0.10
-NODES=(kube-node-1 kube-node-2 kube-node-3)
+NODES=(kube-node-1 kube-node-2 kube-node-3 kube-node-4 kube-node-5)
 # node_ip N / node_pod_range N: Node N's address (on the bridge) and the range its pods draw from.
 node_ip() { echo "10.244.0.1$1"; }
 node_pod_subnet() { echo "10.244.$1.0/24"; }

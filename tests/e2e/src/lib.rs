@@ -195,12 +195,23 @@ impl Cluster {
     /// A Secret in this test's namespace holding the Slurm JWT key under `jwt.key`, as the chart
     /// expects it.
     pub async fn create_jwt_key_secret(&self, name: &str) -> anyhow::Result<()> {
+        self.create_key_secret(name, "jwt.key").await
+    }
+
+    /// A Secret in this test's namespace holding the Slurm auth key under `slurm.key`, as slurmd
+    /// pods of NodeSets mount it.
+    pub async fn create_slurm_key_secret(&self, name: &str) -> anyhow::Result<()> {
+        self.create_key_secret(name, "slurm.key").await
+    }
+
+    async fn create_key_secret(&self, name: &str, key_file: &str) -> anyhow::Result<()> {
         use k8s_openapi::ByteString;
         use k8s_openapi::api::core::v1::Secret;
-        let key = std::fs::read(state_dir().join("slurm-etc/jwt.key")).context("reading the Slurm JWT key")?;
+        let key = std::fs::read(state_dir().join("slurm-etc").join(key_file))
+            .with_context(|| format!("reading the Slurm key {key_file}"))?;
         let mut secret = Secret::default();
         secret.metadata.name = Some(name.to_string());
-        secret.data = Some([("jwt.key".to_string(), ByteString(key))].into());
+        secret.data = Some([(key_file.to_string(), ByteString(key))].into());
         Api::<Secret>::namespaced(self.kube.clone(), &self.namespace).create(&PostParams::default(), &secret).await?;
         Ok(())
     }
@@ -329,6 +340,94 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     }
     Api::<Namespace>::all(kube).delete(namespace, &DeleteParams::default()).await?;
     Ok(())
+}
+
+/// The slurmd image of the local cluster (images/slurm, target slurmd).
+pub const SLURMD_IMAGE: &str = "localhost/sunk/slurmd:24.11";
+
+/// Runs a Slurm command (`sbatch`, `scontrol`, ...) as root in the local cluster's Slurm root, as
+/// an HPC user on a login node would; returns its standard output.
+pub fn in_slurm_root(args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new("chroot").arg(repo_root().join(".cache/slurm-root")).args(args).output()?;
+    anyhow::ensure!(output.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The Slurm node of this name as slurmrestd lists it, if Slurm has it.
+pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<sunk::slurm::Node>> {
+    match cluster.slurm.nodes(None).await? {
+        sunk::slurm::NodesPage::All { nodes, .. } => Ok(nodes.into_iter().find(|node| node.name == name)),
+        sunk::slurm::NodesPage::Unchanged => bail!("a full node listing came back unchanged"),
+    }
+}
+
+/// slurmrestd stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT): Slurm cannot be
+/// read, and requests hang as they would behind a dead network.
+pub struct FrozenSlurmrestd(i32);
+
+pub fn slurmrestd_frozen() -> anyhow::Result<FrozenSlurmrestd> {
+    let pid: i32 = std::fs::read_to_string(state_dir().join("pids/slurmrestd.pid"))?.trim().parse()?;
+    signal(pid, "STOP")?;
+    Ok(FrozenSlurmrestd(pid))
+}
+
+impl Drop for FrozenSlurmrestd {
+    fn drop(&mut self) {
+        let _ = signal(self.0, "CONT");
+    }
+}
+
+fn signal(pid: i32, signal: &str) -> anyhow::Result<()> {
+    let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
+    anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
+    Ok(())
+}
+
+/// Labels and taints a test puts on shared Nodes, all taken off again when the guard is dropped
+/// (whether the test passed or not), so the next test finds the Nodes as they were.
+pub struct NodeGuard {
+    nodes: Vec<String>,
+}
+
+const E2E_LABEL: &str = "sunk.dev/e2e-pool";
+const E2E_TAINT: &str = "sunk.dev/e2e";
+
+impl NodeGuard {
+    pub fn new(nodes: &[&str]) -> Self {
+        Self { nodes: nodes.iter().map(|node| node.to_string()).collect() }
+    }
+
+    pub fn label(&self, node: &str, (key, value): (&str, &str)) -> anyhow::Result<()> {
+        self.kubectl(&["label", "node", node, "--overwrite", &format!("{key}={value}")])
+    }
+
+    pub fn unlabel(&self, node: &str, key: &str) -> anyhow::Result<()> {
+        self.kubectl(&["label", "node", node, &format!("{key}-")])
+    }
+
+    pub fn taint(&self, node: &str, key: &str, effect: &str) -> anyhow::Result<()> {
+        self.kubectl(&["taint", "node", node, "--overwrite", &format!("{key}=e2e:{effect}")])
+    }
+
+    pub fn untaint(&self, node: &str, key: &str) -> anyhow::Result<()> {
+        self.kubectl(&["taint", "node", node, &format!("{key}-")])
+    }
+
+    fn kubectl(&self, args: &[&str]) -> anyhow::Result<()> {
+        anyhow::ensure!(self.nodes.iter().any(|node| args.contains(&node.as_str())), "{args:?}: not a guarded Node");
+        let output = kubectl(args).output()?;
+        anyhow::ensure!(output.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        Ok(())
+    }
+}
+
+impl Drop for NodeGuard {
+    fn drop(&mut self) {
+        for node in &self.nodes {
+            let _ = kubectl(&["label", "node", node, &format!("{E2E_LABEL}-")]).output();
+            let _ = kubectl(&["taint", "node", node, &format!("{E2E_TAINT}-")]).output();
+        }
+    }
 }
 
 /// The cluster's own `kubectl`, as the cluster admin.

@@ -1,0 +1,177 @@
+//! The NodeSet controller end to end, on Nodes the local cluster's own NodeSet leaves alone
+//! (kube-node-3..5): slurmd pods in real containers, Slurm dynamic nodes registering from them, and
+//! removals that never kill a running job, even while Slurm cannot be read.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use sunk::nodeset::NodeSet;
+use sunk_e2e::{Cluster, NodeGuard, SLURMD_IMAGE, in_slurm_root, slurm_node, slurmrestd_frozen, wait_for};
+
+const REGISTER: Duration = Duration::from_secs(90);
+
+/// Starts a host that keeps this test's NodeSets only (no pod scheduler), and gives the namespace
+/// the cluster's Slurm auth key.
+async fn nodeset_cluster(test: &str) -> anyhow::Result<Cluster> {
+    let mut cluster = Cluster::connect(test).await?;
+    cluster.create_slurm_key_secret("slurm-key").await?;
+    let namespace = cluster.namespace.clone();
+    cluster.start_host(&[
+        ("SUNK_NODESET_CONTROLLER", "true"),
+        ("SUNK_SCHEDULER", "false"),
+        ("SUNK_NODESET_NAMESPACE", &namespace),
+        ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
+    ])?;
+    Ok(cluster)
+}
+
+/// A NodeSet named `name` selecting the Nodes labelled with this test's pool.
+async fn create_nodeset(cluster: &Cluster, name: &str, pool_label: (&str, &str)) -> anyhow::Result<()> {
+    let nodeset: NodeSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "sunk.dev/v1alpha1", "kind": "NodeSet",
+        "metadata": {"name": name, "namespace": cluster.namespace},
+        "spec": {
+            "nodeSelector": {pool_label.0: pool_label.1},
+            "partitions": ["batch"],
+            "template": {"spec": {
+                "terminationGracePeriodSeconds": 5,
+                "containers": [{"name": "slurmd", "image": SLURMD_IMAGE, "securityContext": {"privileged": true},
+                                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]
+            }}
+        }
+    }))?;
+    Api::<NodeSet>::namespaced(cluster.kube.clone(), &cluster.namespace)
+        .create(&PostParams::default(), &nodeset)
+        .await?;
+    Ok(())
+}
+
+async fn wait_idle(cluster: &Cluster, node: &str, feature: &str) -> anyhow::Result<sunk::slurm::Node> {
+    let what = format!("Slurm node {node} to register IDLE with feature {feature}");
+    wait_for(&what, REGISTER, || async {
+        let node = slurm_node(cluster, node).await.ok()??;
+        (node.state.first().map(String::as_str) == Some("IDLE") && node.features.iter().any(|f| f == feature))
+            .then_some(node)
+    })
+    .await
+}
+
+async fn wait_gone(cluster: &Cluster, node: &str) -> anyhow::Result<()> {
+    wait_for(&format!("Slurm node {node} to be deleted"), REGISTER, || async {
+        slurm_node(cluster, node).await.ok()?.is_none().then_some(())
+    })
+    .await
+}
+
+async fn pod_on(cluster: &Cluster, node: &str) -> anyhow::Result<Option<Pod>> {
+    let pods = cluster.pods().list(&ListParams::default()).await?;
+    Ok(pods.items.into_iter().find(|pod| pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)))
+}
+
+#[tokio::test]
+async fn a_nodeset_runs_one_slurmd_per_matching_node_and_removes_them_all_when_deleted() -> anyhow::Result<()> {
+    let cluster = nodeset_cluster("nodeset-match").await?;
+    let nodes = NodeGuard::new(&["kube-node-3", "kube-node-4", "kube-node-5"]);
+    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    nodes.label("kube-node-3", pool)?;
+    nodes.label("kube-node-4", pool)?;
+    // Selected, but tainted with a taint the NodeSet does not tolerate: no slurmd there.
+    nodes.taint("kube-node-5", "sunk.dev/e2e", "NoSchedule")?;
+    nodes.label("kube-node-5", pool)?;
+    create_nodeset(&cluster, "cpu", pool).await?;
+
+    for node in ["kube-node-3", "kube-node-4"] {
+        let slurm = wait_idle(&cluster, node, "cpu").await?;
+        assert_eq!((slurm.cpus, slurm.real_memory), (1, 1024), "CPUs and memory from the container's limits");
+        assert!(slurm.comment.contains(&cluster.namespace), "the Slurm node maps back to its pod: {}", slurm.comment);
+    }
+    let nodesets: Api<NodeSet> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
+    wait_for("the NodeSet to count 2 desired, 2 ready, 2 idle", REGISTER, || async {
+        let status = nodesets.get("cpu").await.ok()?.status?;
+        (status.desired == 2 && status.ready == 2 && status.idle == 2).then_some(())
+    })
+    .await?;
+    assert!(pod_on(&cluster, "kube-node-5").await?.is_none(), "no slurmd on a Node whose taint is not tolerated");
+    assert!(slurm_node(&cluster, "kube-node-5").await?.is_none());
+
+    nodes.untaint("kube-node-5", "sunk.dev/e2e")?;
+    wait_idle(&cluster, "kube-node-5", "cpu").await?;
+
+    nodesets.delete("cpu", &Default::default()).await?;
+    for node in ["kube-node-3", "kube-node-4", "kube-node-5"] {
+        wait_gone(&cluster, node).await?;
+    }
+    wait_for("the NodeSet's pods to be gone", REGISTER, || async {
+        cluster.pods().list(&ListParams::default()).await.ok()?.items.is_empty().then_some(())
+    })
+    .await?;
+    in_slurm_root(&["scontrol", "ping"])?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_node_that_stops_matching_is_drained_and_released_only_after_its_job_ends() -> anyhow::Result<()> {
+    let cluster = nodeset_cluster("nodeset-drain").await?;
+    let nodes = NodeGuard::new(&["kube-node-3"]);
+    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    nodes.label("kube-node-3", pool)?;
+    create_nodeset(&cluster, "drain", pool).await?;
+    wait_idle(&cluster, "kube-node-3", "drain").await?;
+
+    let job = in_slurm_root(&["sbatch", "--parsable", "-w", "kube-node-3", "--wrap", "sleep 600"])?;
+    let job = job.trim();
+    wait_for("the job to run on kube-node-3", REGISTER, || async {
+        let node = slurm_node(&cluster, "kube-node-3").await.ok()??;
+        matches!(node.state.first().map(String::as_str), Some("ALLOCATED" | "MIXED")).then_some(())
+    })
+    .await?;
+
+    nodes.unlabel("kube-node-3", pool.0)?;
+    let drained = wait_for("the Slurm node to be drained with a k8s: reason", REGISTER, || async {
+        let node = slurm_node(&cluster, "kube-node-3").await.ok()??;
+        (node.state.iter().any(|flag| flag == "DRAIN") && node.reason.starts_with("k8s:")).then_some(node)
+    })
+    .await?;
+    assert!(drained.state.iter().any(|s| s == "ALLOCATED" || s == "MIXED"), "the job still runs: {:?}", drained.state);
+    let pod = pod_on(&cluster, "kube-node-3").await?.expect("the slurmd pod stays while its job runs");
+    assert!(pod.metadata.deletion_timestamp.is_none(), "not even being deleted");
+
+    in_slurm_root(&["scancel", job])?;
+    wait_for("the slurmd pod to go once the job ended", REGISTER, || async {
+        pod_on(&cluster, "kube-node-3").await.ok()?.is_none().then_some(())
+    })
+    .await?;
+    wait_gone(&cluster, "kube-node-3").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn nothing_is_removed_while_slurm_cannot_be_read() -> anyhow::Result<()> {
+    let cluster = nodeset_cluster("nodeset-closed").await?;
+    let nodes = NodeGuard::new(&["kube-node-4"]);
+    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    nodes.label("kube-node-4", pool)?;
+    create_nodeset(&cluster, "closed", pool).await?;
+    wait_idle(&cluster, "kube-node-4", "closed").await?;
+
+    {
+        let _frozen = slurmrestd_frozen()?;
+        nodes.unlabel("kube-node-4", pool.0)?;
+        // The host's view of Slurm goes stale within a few polls (about 6 s here): watch for longer
+        // than that. Nothing may be deleted meanwhile.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while tokio::time::Instant::now() < deadline {
+            let pod = pod_on(&cluster, "kube-node-4").await?.expect("the slurmd pod stays while Slurm is unreadable");
+            assert!(pod.metadata.deletion_timestamp.is_none(), "no deletion while Slurm cannot be read");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    // Slurm answers again: the removal completes.
+    wait_for("the slurmd pod to go once Slurm answers", REGISTER, || async {
+        pod_on(&cluster, "kube-node-4").await.ok()?.is_none().then_some(())
+    })
+    .await?;
+    wait_gone(&cluster, "kube-node-4").await?;
+    Ok(())
+}
