@@ -62,10 +62,10 @@ fn features(node: &Node, settings: &Settings) -> Vec<String> {
     let mut features = settings.features.clone();
     let labels = node.metadata.labels.as_ref();
     let model = GPU_MODEL_LABELS.iter().find_map(|key| labels?.get(*key));
-    if let Some(model) = model.filter(|model| is_feature_name(model)) {
-        if !features.contains(model) {
-            features.push(model.clone());
-        }
+    if let Some(model) = model.filter(|model| is_feature_name(model))
+        && !features.contains(model)
+    {
+        features.push(model.clone());
     }
     features
 }

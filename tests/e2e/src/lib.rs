@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use sunk::scheduler::PodKey;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
@@ -327,6 +327,14 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     let kube = sunk::kube::connect(Some(&state.join("kubeconfig"))).await?;
     let key = std::fs::read(state.join("slurm-etc/jwt.key"))?;
     let slurm = SlurmClient::new(&slurm_url(), TokenSigner::new(&key, "root", Duration::from_secs(600)))?;
+    // A NodeSet's finalizer waits for its host, which is gone by now: release it, and delete the
+    // Slurm nodes its slurmd pods registered, so the next test finds the Nodes free.
+    let nodesets: Api<sunk::nodeset::NodeSet> = Api::namespaced(kube.clone(), namespace);
+    for nodeset in nodesets.list(&ListParams::default()).await?.items {
+        let release = serde_json::json!({"metadata": {"finalizers": null}});
+        nodesets.patch(&nodeset.name_any(), &PatchParams::default(), &Patch::Merge(&release)).await?;
+        nodesets.delete(&nodeset.name_any(), &DeleteParams::default()).await?;
+    }
     let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
     for pod in pods.list(&ListParams::default()).await?.items {
         pods.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
@@ -336,6 +344,12 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
             if PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.namespace == namespace) {
                 slurm.cancel(job.job_id).await?;
             }
+        }
+    }
+    if let sunk::slurm::NodesPage::All { nodes, .. } = slurm.nodes(None).await? {
+        let owner = format!("\"namespace\":\"{namespace}\"");
+        for node in nodes.iter().filter(|node| node.comment.contains(&owner)) {
+            slurm.delete_node(&node.name).await?;
         }
     }
     Api::<Namespace>::all(kube).delete(namespace, &DeleteParams::default()).await?;

@@ -47,12 +47,16 @@ async fn create_nodeset(cluster: &Cluster, name: &str, pool_label: (&str, &str))
     Ok(())
 }
 
+/// The Slurm node once it registered IDLE from this test's NodeSet and the host recorded its pod
+/// in the node's comment.
 async fn wait_idle(cluster: &Cluster, node: &str, feature: &str) -> anyhow::Result<sunk::slurm::Node> {
-    let what = format!("Slurm node {node} to register IDLE with feature {feature}");
+    let what = format!("Slurm node {node} to register IDLE with feature {feature}, its comment naming its pod");
     wait_for(&what, REGISTER, || async {
         let node = slurm_node(cluster, node).await.ok()??;
-        (node.state.first().map(String::as_str) == Some("IDLE") && node.features.iter().any(|f| f == feature))
-            .then_some(node)
+        (node.state.first().map(String::as_str) == Some("IDLE")
+            && node.features.iter().any(|f| f == feature)
+            && node.comment.contains(&cluster.namespace))
+        .then_some(node)
     })
     .await
 }
