@@ -67,7 +67,9 @@ fn run() -> Result<()> {
     let workspace = manifest_dir.parent().context("the host crate has no parent directory")?.to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR")?);
 
-    for watched in ["policies", "tests/policies", "examples/policies", "wit", "Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
+    for watched in
+        ["policies", "tests/policies", "examples/policies", "wit", "Cargo.toml", "Cargo.lock", ".cargo/config.toml"]
+    {
         println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     println!("cargo:rerun-if-changed=build.rs");

@@ -32,7 +32,10 @@ fn bundled_and_example_policies_use_a_small_fraction_of_the_fuel_budget() {
     ];
     for (policy, fuel) in used {
         // Shown with --nocapture: the figures behind the budget's size.
-        println!("{policy}: {fuel} fuel per decision at most, {:.4} % of {budget}", fuel as f64 * 100.0 / budget as f64);
+        println!(
+            "{policy}: {fuel} fuel per decision at most, {:.4} % of {budget}",
+            fuel as f64 * 100.0 / budget as f64
+        );
         assert!(fuel > 0, "{policy}: fuel is counted");
         assert!((fuel as f64) < budget as f64 * SMALL_FRACTION, "{policy} uses {fuel} of {budget}");
     }
@@ -128,7 +131,8 @@ fn a_saturated_host_decides_exactly_as_an_idle_one() {
     drop(busy);
 
     let total = (DECIDERS * DECISIONS_PER_THREAD) as u64;
-    let decided = metrics.outcome_count("job-mapper", Outcome::ok) + metrics.outcome_count("job-mapper", Outcome::rejected);
+    let decided =
+        metrics.outcome_count("job-mapper", Outcome::ok) + metrics.outcome_count("job-mapper", Outcome::rejected);
     assert_eq!(decided, total, "every decision was the module's own");
     for failure in [Outcome::fallback, Outcome::timeout, Outcome::out_of_fuel, Outcome::trap, Outcome::invalid] {
         assert_eq!(metrics.outcome_count("job-mapper", failure), 0, "{failure:?}");

@@ -95,8 +95,7 @@ impl ModuleArgs {
         match fits.as_slice() {
             [decision] => Ok(*decision),
             [] => {
-                let why =
-                    loads_as(Decision::JobMapper, compiled).err().map(|e| format!("{e:#}")).unwrap_or_default();
+                let why = loads_as(Decision::JobMapper, compiled).err().map(|e| format!("{e:#}")).unwrap_or_default();
                 bail!("{} is not a module of any sunk decision point ({why})", self.module.display())
             }
             _ => bail!("{} fits several decision points; say which with --decision", self.module.display()),
