@@ -5,8 +5,9 @@
 //! core module is turned into a component with `wit-component`. Building for `wasm32-unknown-unknown`
 //! rather than `wasm32-wasip2` keeps WASI out of the component: it imports only `sunk:policy/host`.
 //!
-//! The test fixtures of the abuse suite are built the same way (they are small); one of them is built
-//! for `wasm32-wasip2` on purpose, to import WASI.
+//! The test fixtures of the abuse suite and the example policies (which the unit tests hold to the fuel
+//! budget) are built the same way (they are small); one fixture is built for `wasm32-wasip2` on
+//! purpose, to import WASI.
 
 use std::env;
 use std::ffi::OsString;
@@ -49,6 +50,8 @@ const COMPONENTS: &[Component] = &[
     Component { package: "sunk-policy-drain", file: "drain.wasm", target: Target::Bare },
     Component { package: "sunk-policy-abuse", file: "abuse.wasm", target: Target::Bare },
     Component { package: "sunk-policy-wasi-import", file: "wasi_import.wasm", target: Target::Wasip2 },
+    Component { package: "sunk-example-team-accounts", file: "team_accounts.wasm", target: Target::Bare },
+    Component { package: "sunk-example-drain-runbook", file: "drain_runbook.wasm", target: Target::Bare },
 ];
 
 fn main() {
@@ -64,7 +67,9 @@ fn run() -> Result<()> {
     let workspace = manifest_dir.parent().context("the host crate has no parent directory")?.to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR")?);
 
-    for watched in ["policies", "tests/policies", "wit", "Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
+    for watched in
+        ["policies", "tests/policies", "examples/policies", "wit", "Cargo.toml", "Cargo.lock", ".cargo/config.toml"]
+    {
         println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     println!("cargo:rerun-if-changed=build.rs");

@@ -41,8 +41,15 @@ fn falls_back(behaviour: &str, outcome: Outcome, expected: fn(&PolicyError) -> b
 }
 
 #[test]
-fn an_infinite_loop_times_out() {
-    falls_back("loop", Outcome::timeout, |e| *e == PolicyError::Timeout);
+fn an_infinite_loop_runs_out_of_fuel() {
+    falls_back("loop", Outcome::out_of_fuel, |e| *e == PolicyError::OutOfFuel);
+}
+
+#[test]
+fn an_infinite_loop_with_fuel_to_spare_hits_the_wall_clock_backstop() {
+    let limits = Limits { fuel: u64::MAX, time: std::time::Duration::from_millis(20), ..Limits::default() };
+    let module = JobMapper::load(fixtures::ABUSE, Some("loop".into())).unwrap().with_limits(limits);
+    assert_eq!(module.decide(&input()).unwrap_err(), PolicyError::Timeout);
 }
 
 #[test]
@@ -78,6 +85,10 @@ fn an_invalid_answer_is_refused() {
 fn a_flood_of_log_lines_is_capped_and_the_decision_stands() {
     let (point, _) = abused("many-logs", OnFailure::FailClosed);
     assert!(matches!(point.decide(&input()), Ok(Mapping::Job(_))));
+    // The heaviest decision that must succeed here and in the swap test below: far from the budget.
+    let (answer, fuel) = point.live().module.metered(&input());
+    assert!(answer.is_ok());
+    assert!(fuel < Limits::default().fuel / 4, "10 000 log lines took {fuel} fuel");
 }
 
 #[test]

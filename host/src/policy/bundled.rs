@@ -14,4 +14,14 @@ pub(crate) mod fixtures {
     pub const ABUSE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/abuse.wasm"));
     /// A job-mapper built for wasm32-wasip2: it imports WASI.
     pub const WASI_IMPORT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/wasi_import.wasm"));
+    /// The example job-mapper `examples/policies/team-accounts`, and the configuration it ships with.
+    pub const TEAM_ACCOUNTS: (&[u8], &str) = (
+        include_bytes!(concat!(env!("OUT_DIR"), "/team_accounts.wasm")),
+        include_str!("../../../examples/policies/team-accounts/config.example"),
+    );
+    /// The example drain policy `examples/policies/drain-runbook`, and its configuration.
+    pub const DRAIN_RUNBOOK: (&[u8], &str) = (
+        include_bytes!(concat!(env!("OUT_DIR"), "/drain_runbook.wasm")),
+        include_str!("../../../examples/policies/drain-runbook/config.example"),
+    );
 }

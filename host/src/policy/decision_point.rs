@@ -107,6 +107,7 @@ impl<W: World> DecisionPoint<W> {
             Ok(output) if W::is_rejection(output) => Outcome::rejected,
             Ok(_) => Outcome::ok,
             Err(PolicyError::Trap(_)) => Outcome::trap,
+            Err(PolicyError::OutOfFuel) => Outcome::out_of_fuel,
             Err(PolicyError::Timeout) => Outcome::timeout,
             Err(PolicyError::OutOfMemory) => Outcome::out_of_memory,
             Err(PolicyError::Invalid(_)) => Outcome::invalid,

@@ -10,7 +10,12 @@ pub enum PolicyError {
     /// The module trapped (a panic, `unreachable`, a stack overflow, ...).
     #[error("policy trapped: {0}")]
     Trap(String),
-    /// The decision ran past its time budget.
+    /// The decision used up its fuel: it did more work than one decision may (an endless loop, say).
+    /// Counts work, not time, so it does not depend on how busy the host is.
+    #[error("policy ran out of fuel: it did more work than one decision may")]
+    OutOfFuel,
+    /// The decision ran past the wall-clock backstop (seconds; see [`super::Limits::time`]) before its
+    /// fuel ran out: only a host starved for CPU for that long gets here.
     #[error("policy ran out of time")]
     Timeout,
     /// The module tried to grow its memory past the limit.
@@ -30,6 +35,7 @@ impl PolicyError {
             return Self::OutOfMemory;
         }
         match error.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => Self::OutOfFuel,
             Some(Trap::Interrupt) => Self::Timeout,
             Some(trap) => Self::Trap(match last_error_log {
                 Some(line) => format!("{trap} (last logged: {line})"),

@@ -6,7 +6,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// Bucket bounds in seconds: decisions take tens of microseconds, the time budget is 100 ms.
+/// Bucket bounds in seconds: decisions take tens of microseconds, a whole fuel budget about 100 ms.
 const LATENCY_BUCKETS: [f64; 14] =
     [5e-6, 10e-6, 20e-6, 30e-6, 50e-6, 75e-6, 100e-6, 200e-6, 500e-6, 1e-3, 5e-3, 10e-3, 50e-3, 100e-3];
 
@@ -20,7 +20,9 @@ pub enum Outcome {
     rejected,
     /// The module trapped (panic, stack overflow, ...).
     trap,
-    /// The decision ran out of time.
+    /// The decision used up its fuel (did more work than one decision may).
+    out_of_fuel,
+    /// The decision ran past the wall-clock backstop.
     timeout,
     /// The module grew past its memory limit.
     out_of_memory,

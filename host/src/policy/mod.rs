@@ -1,8 +1,9 @@
 //! The WebAssembly policy runtime: runs judgement calls in sandboxed components.
 //!
 //! It knows nothing of Kubernetes or Slurm: it loads components of the `sunk:policy` WIT package
-//! (`wit/policy.wit`), checks what they import, runs each decision in a fresh store with a memory and a
-//! time limit, and swaps modules atomically. The record types below are generated from the WIT.
+//! (`wit/policy.wit`), checks what they import, runs each decision in a fresh store with a memory limit
+//! and a fuel budget (a wall-clock backstop behind it), and swaps modules atomically. The record types
+//! below are generated from the WIT.
 
 mod bindings;
 mod bundled;
@@ -36,12 +37,14 @@ pub use engine::Limits;
 pub use engine::StoreState;
 pub use error::PolicyError;
 pub use metrics::{Outcome, PolicyMetrics};
-pub use module::{Module, component_interface, sha256_hex};
+pub use module::{Compiled, Module, sha256_hex};
 pub use world::World;
 pub use worlds::{DrainWorld, JobMapperWorld, PreemptionWorld};
 
 #[cfg(test)]
 mod abuse_tests;
+#[cfg(test)]
+mod budget_tests;
 
 /// A loaded job-mapper module.
 pub type JobMapper = Module<JobMapperWorld>;

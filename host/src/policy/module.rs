@@ -56,27 +56,7 @@ impl<W: World> Module<W> {
     /// imports nothing but `sunk:policy/host` and exports world `W`. `config` is what the module's
     /// `config()` import returns. Compiling takes tens of milliseconds: call it off the async runtime.
     pub fn load(bytes: &[u8], config: Option<String>) -> Result<Self> {
-        if bytes.starts_with(b"\0asm\x01\0\0\0") {
-            bail!(
-                "this is a core WebAssembly module, not a component; build it with `sunk policy build` \
-                 (or turn it into one with `wasm-tools component new`)"
-            );
-        }
-        let runtime = Runtime::shared()?;
-        let component = Component::new(&runtime.engine, bytes).map_err(|e| wasm_error(e, "compiling"))?;
-        imports::check(&component, &runtime.engine)?;
-        let instance = runtime.linker.instantiate_pre(&component).map_err(|e| wasm_error(e, "linking"))?;
-        let pre = W::pre(instance)
-            .map_err(|e| wasm_error(e, &format!("finding the export `{}` of world `{}` in", W::EXPORT, W::NAME)))?;
-        let inner = Inner {
-            digest: sha256_hex(bytes).into(),
-            config: config.map(Arc::from),
-            size: bytes.len(),
-            runtime,
-            pre,
-            _world: PhantomData,
-        };
-        Ok(Module { inner: Arc::new(inner), limits: Limits::default() })
+        Compiled::new(bytes)?.module(config)
     }
 
     /// The same module, run with other limits.
@@ -102,23 +82,91 @@ impl<W: World> Module<W> {
 
     /// Runs the export in a fresh store and checks the result.
     pub fn decide(&self, input: &W::Input) -> Result<W::Output, PolicyError> {
-        let inner = &self.inner;
-        let host = HostState::new(inner.digest.clone(), W::EXPORT, inner.config.clone());
-        let mut store = inner.runtime.store(host, self.limits);
-        let result = W::call(&inner.pre, &mut store, input);
-        let output = result.map_err(|error| PolicyError::from_wasmtime(&error, store.data().host.last_error_log()))?;
-        W::check(input, &output)
-            .map_err(|problem| PolicyError::Invalid(format!("{} returned {problem}", W::EXPORT)))?;
-        Ok(output)
+        self.metered(input).0
     }
 
-    /// Runs every sample input of the world: what a module must pass before it goes live.
-    pub fn dry_run(&self) -> Result<()> {
+    /// [`Module::decide`], and the fuel the decision used (all of it when it ran out): the same for the
+    /// same input, however busy the machine is.
+    pub fn metered(&self, input: &W::Input) -> (Result<W::Output, PolicyError>, u64) {
+        let inner = &self.inner;
+        let host = HostState::new(inner.digest.clone(), W::EXPORT, inner.config.clone());
+        let mut store = match inner.runtime.store(host, self.limits) {
+            Ok(store) => store,
+            Err(error) => return (Err(PolicyError::from_wasmtime(&error, None)), 0),
+        };
+        let result = W::call(&inner.pre, &mut store, input);
+        let fuel = self.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let output = result
+            .map_err(|error| PolicyError::from_wasmtime(&error, store.data().host.last_error_log()))
+            .and_then(|output| {
+                W::check(input, &output)
+                    .map_err(|problem| PolicyError::Invalid(format!("{} returned {problem}", W::EXPORT)))?;
+                Ok(output)
+            });
+        (output, fuel)
+    }
+
+    /// Runs every sample input of the world: what a module must pass before it goes live. Returns the
+    /// most fuel any of them used.
+    pub fn dry_run(&self) -> Result<u64> {
+        let mut most = 0;
         for (index, input) in W::samples().iter().enumerate() {
-            self.decide(input)
+            let (result, fuel) = self.metered(input);
+            result
                 .with_context(|| format!("dry run on sample input {index} ({}) failed", W::summarize_input(input)))?;
+            most = most.max(fuel);
         }
-        Ok(())
+        Ok(most)
+    }
+}
+
+/// A compiled component not yet bound to a world. Compiling is nearly all the cost of loading, so a
+/// caller that does not know the world yet (`sunk policy check`) compiles once and tries each world.
+pub struct Compiled {
+    runtime: Arc<Runtime>,
+    component: Component,
+    digest: Arc<str>,
+    size: usize,
+}
+
+impl Compiled {
+    /// Compiles the bytes of a `.wasm` component (not a core module).
+    pub fn new(bytes: &[u8]) -> Result<Self> {
+        if bytes.starts_with(b"\0asm\x01\0\0\0") {
+            bail!(
+                "this is a core WebAssembly module, not a component; build it with `sunk policy build` \
+                 (or turn it into one with `wasm-tools component new`)"
+            );
+        }
+        let runtime = Runtime::shared()?;
+        let component = Component::new(&runtime.engine, bytes).map_err(|e| wasm_error(e, "compiling"))?;
+        Ok(Compiled { runtime, component, digest: sha256_hex(bytes).into(), size: bytes.len() })
+    }
+
+    /// The component as a module of world `W`, once it is checked to import nothing but
+    /// `sunk:policy/host` and to export `W`. `config` is what the module's `config()` import returns.
+    pub fn module<W: World>(&self, config: Option<String>) -> Result<Module<W>> {
+        imports::check(&self.component, &self.runtime.engine)?;
+        let instance = self.runtime.linker.instantiate_pre(&self.component).map_err(|e| wasm_error(e, "linking"))?;
+        let pre = W::pre(instance)
+            .map_err(|e| wasm_error(e, &format!("finding the export `{}` of world `{}` in", W::EXPORT, W::NAME)))?;
+        let inner = Inner {
+            runtime: self.runtime.clone(),
+            pre,
+            digest: self.digest.clone(),
+            config: config.map(Arc::from),
+            size: self.size,
+            _world: PhantomData,
+        };
+        Ok(Module { inner: Arc::new(inner), limits: Limits::default() })
+    }
+
+    /// The names the component imports and exports, for `sunk policy check`.
+    pub fn interface(&self) -> (Vec<String>, Vec<String>) {
+        let (engine, ty) = (&self.runtime.engine, self.component.component_type());
+        let imports = ty.imports(engine).map(|(name, _)| name.to_owned()).collect();
+        let exports = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+        (imports, exports)
     }
 }
 
@@ -130,14 +178,4 @@ fn wasm_error(error: wasmtime::Error, doing: &str) -> anyhow::Error {
 /// sha256 of `bytes` as 64 lowercase hex digits: how modules are named and pinned.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The names a component imports and exports, for `sunk policy check`.
-pub fn component_interface(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>)> {
-    let runtime = Runtime::shared()?;
-    let component = Component::new(&runtime.engine, bytes).map_err(|e| wasm_error(e, "compiling"))?;
-    let ty = component.component_type();
-    let imports = ty.imports(&runtime.engine).map(|(name, _)| name.to_owned()).collect();
-    let exports = ty.exports(&runtime.engine).map(|(name, _)| name.to_owned()).collect();
-    Ok((imports, exports))
 }

@@ -5,7 +5,7 @@ use clap::Args;
 
 use super::{ModuleArgs, with_world};
 use crate::latency::Latencies;
-use crate::policy::{Module, World};
+use crate::policy::{Compiled, Module, World};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -20,14 +20,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.iterations == 0 {
         bail!("--iterations must be at least 1");
     }
-    let bytes = args.module.bytes()?;
-    let decision = args.module.decision(&bytes)?;
+    let (_, compiled) = args.module.compile()?;
+    let decision = args.module.decision(&compiled)?;
     let config = args.module.config()?;
-    with_world!(decision, bench(&bytes, config, args.iterations))
+    with_world!(decision, bench(&compiled, config, args.iterations))
 }
 
-fn bench<W: World>(bytes: &[u8], config: Option<String>, iterations: usize) -> Result<()> {
-    let module = Module::<W>::load(bytes, config)?;
+fn bench<W: World>(compiled: &Compiled, config: Option<String>, iterations: usize) -> Result<()> {
+    let module = compiled.module::<W>(config)?;
     let bundled = Module::<W>::bundled()?;
     println!("{iterations} decisions per input and module, one at a time, each in a fresh sandbox");
     println!("{:<32} {:<8} {:>9} {:>9} {:>9} {:>9}", "input", "module", "p50 µs", "p95 µs", "p99 µs", "max µs");

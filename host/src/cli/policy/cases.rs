@@ -46,6 +46,7 @@ fn nothing_to_merge() -> Value {
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorKind {
     Trap,
+    OutOfFuel,
     Timeout,
     OutOfMemory,
     Invalid,
@@ -55,6 +56,7 @@ impl ErrorKind {
     pub fn of(error: &PolicyError) -> Self {
         match error {
             PolicyError::Trap(_) => Self::Trap,
+            PolicyError::OutOfFuel => Self::OutOfFuel,
             PolicyError::Timeout => Self::Timeout,
             PolicyError::OutOfMemory => Self::OutOfMemory,
             PolicyError::Invalid(_) => Self::Invalid,
@@ -191,10 +193,11 @@ mod tests {
         assert!(format!("{:#}", CasesFile::parse(neither).unwrap_err()).contains("exactly one"));
         let twice = "cases:\n  - {name: a, expectError: trap}\n  - {name: a, expectError: invalid}\n";
         assert!(format!("{:#}", CasesFile::parse(twice).unwrap_err()).contains("already used"));
-        let fine = "decision: job-mapper\ncases:\n  - {name: a, expect: {Job: {}}}\n  - {name: b, expectError: out-of-memory}\n";
+        let fine = "decision: job-mapper\ncases:\n  - {name: a, expect: {Job: {}}}\n  - {name: b, expectError: out-of-memory}\n  - {name: c, expectError: out-of-fuel}\n";
         let file = CasesFile::parse(fine).unwrap();
         assert_eq!(file.decision, Some(Decision::JobMapper));
         assert_eq!(file.cases[1].expect_error, Some(ErrorKind::OutOfMemory));
+        assert_eq!(file.cases[2].expect_error, Some(ErrorKind::OutOfFuel));
         assert_eq!(file.cases[1].input, json!({}), "a case without input runs the sample as it is");
     }
 }

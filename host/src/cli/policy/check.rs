@@ -3,8 +3,8 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::{ModuleArgs, with_world};
-use crate::policy::{Module, World, component_interface, sha256_hex};
+use super::{FuelUse, ModuleArgs, dry_run, with_world};
+use crate::policy::sha256_hex;
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -13,22 +13,21 @@ pub struct CheckArgs {
 }
 
 pub fn run(args: CheckArgs) -> Result<()> {
-    let bytes = args.module.bytes()?;
+    let (bytes, compiled) = args.module.compile()?;
     println!("module   {}", args.module.module.display());
     println!("size     {} bytes", bytes.len());
     println!("sha256   {}", sha256_hex(&bytes));
-    let (imports, exports) = component_interface(&bytes)?;
+    let (imports, exports) = compiled.interface();
     println!("imports  {}", list(&imports));
     println!("exports  {}", list(&exports));
-    let decision = args.module.decision(&bytes)?;
+    let decision = args.module.decision(&compiled)?;
     let config = args.module.config()?;
-    with_world!(decision, dry_run(&bytes, config))?;
+    let FuelUse { most, budget } = with_world!(decision, dry_run(&compiled, config))?;
     println!("world    {} (dry run on the sample inputs passed)", decision.as_str());
+    // Fuel is the budget that stops a runaway decision; show authors their headroom.
+    let share = most as f64 * 100.0 / budget.max(1) as f64;
+    println!("fuel     {most} per decision at most on the sample inputs, of {budget} ({share:.3} %)");
     Ok(())
-}
-
-fn dry_run<W: World>(bytes: &[u8], config: Option<String>) -> Result<()> {
-    Module::<W>::load(bytes, config)?.dry_run()
 }
 
 fn list(names: &[String]) -> String {

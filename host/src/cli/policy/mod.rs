@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::delivery::Decision;
-use crate::policy::{Module, World};
+use crate::policy::{Compiled, World};
 
 /// Calls the generic `$function` with its world parameter bound to the world of `$decision`.
 macro_rules! with_world {
@@ -79,16 +79,23 @@ impl ModuleArgs {
             .transpose()
     }
 
+    /// The module's bytes, compiled once for everything the command does with them.
+    fn compile(&self) -> Result<(Vec<u8>, Compiled)> {
+        let bytes = self.bytes()?;
+        let compiled = Compiled::new(&bytes).with_context(|| format!("loading {}", self.module.display()))?;
+        Ok((bytes, compiled))
+    }
+
     /// The decision point: as given, or the one world the module loads as.
-    fn decision(&self, bytes: &[u8]) -> Result<Decision> {
+    fn decision(&self, compiled: &Compiled) -> Result<Decision> {
         if let Some(decision) = self.decision {
             return Ok(decision);
         }
-        let fits: Vec<Decision> = Decision::ALL.into_iter().filter(|d| loads_as(*d, bytes).is_ok()).collect();
+        let fits: Vec<Decision> = Decision::ALL.into_iter().filter(|d| loads_as(*d, compiled).is_ok()).collect();
         match fits.as_slice() {
             [decision] => Ok(*decision),
             [] => {
-                let why = loads_as(Decision::JobMapper, bytes).err().map(|e| format!("{e:#}")).unwrap_or_default();
+                let why = loads_as(Decision::JobMapper, compiled).err().map(|e| format!("{e:#}")).unwrap_or_default();
                 bail!("{} is not a module of any sunk decision point ({why})", self.module.display())
             }
             _ => bail!("{} fits several decision points; say which with --decision", self.module.display()),
@@ -96,12 +103,24 @@ impl ModuleArgs {
     }
 }
 
-/// Loads `bytes` as a module of `decision`'s world (without configuration), keeping only the verdict.
-fn loads_as(decision: Decision, bytes: &[u8]) -> Result<()> {
-    fn load<W: World>(bytes: &[u8]) -> Result<()> {
-        Module::<W>::load(bytes, None).map(drop)
+/// Binds `compiled` to `decision`'s world (without configuration), keeping only the verdict.
+fn loads_as(decision: Decision, compiled: &Compiled) -> Result<()> {
+    fn load<W: World>(compiled: &Compiled) -> Result<()> {
+        compiled.module::<W>(None).map(drop)
     }
-    with_world!(decision, load(bytes))
+    with_world!(decision, load(compiled))
+}
+
+/// The most fuel one decision used in the dry run, and the budget.
+struct FuelUse {
+    most: u64,
+    budget: u64,
+}
+
+/// Dry-runs `compiled` as a module of `W` the way the host does before it goes live.
+fn dry_run<W: World>(compiled: &Compiled, config: Option<String>) -> Result<FuelUse> {
+    let module = compiled.module::<W>(config)?;
+    Ok(FuelUse { most: module.dry_run()?, budget: module.limits().fuel })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {

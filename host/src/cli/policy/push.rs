@@ -12,9 +12,9 @@ use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
 
-use super::{ModuleArgs, with_world};
+use super::{ModuleArgs, dry_run, with_world};
 use crate::delivery::{KeyRef, ModuleSource, PolicyModule, PolicyModuleSpec};
-use crate::policy::{Module, World, sha256_hex};
+use crate::policy::sha256_hex;
 
 const FIELD_MANAGER: &str = "sunk-policy-push";
 const MODULE_KEY: &str = "module.wasm";
@@ -52,11 +52,11 @@ pub struct RollbackArgs {
 }
 
 pub fn run(args: PushArgs) -> Result<()> {
-    let bytes = args.module.bytes()?;
-    let decision = args.module.decision(&bytes)?;
+    let (bytes, compiled) = args.module.compile()?;
+    let decision = args.module.decision(&compiled)?;
     let config = args.module.config()?;
     // Refuse here what the host would refuse, with the same message.
-    with_world!(decision, dry_run(&bytes, config.clone())).context("the module would be refused")?;
+    with_world!(decision, dry_run(&compiled, config.clone())).context("the module would be refused")?;
     let name = match args.name {
         Some(name) => name,
         None => args.module.module.file_stem().and_then(|s| s.to_str()).context("the module file has no name")?.into(),
@@ -112,10 +112,6 @@ pub fn rollback(args: RollbackArgs) -> Result<()> {
     })
 }
 
-fn dry_run<W: World>(bytes: &[u8], config: Option<String>) -> Result<()> {
-    Module::<W>::load(bytes, config)?.dry_run()
-}
-
 /// Waits until the host reports `digest` live on the PolicyModule, or refuses it.
 async fn wait_live(api: &Api<PolicyModule>, name: &str, digest: &str, cluster: &ClusterArgs) -> Result<()> {
     if cluster.wait_seconds == 0 {
@@ -143,7 +139,8 @@ async fn wait_live(api: &Api<PolicyModule>, name: &str, digest: &str, cluster: &
                 cluster.namespace
             );
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // A module goes live within a fraction of a second; a coarser poll would be most of the wait.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

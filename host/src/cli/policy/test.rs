@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::cases::{self, Case, ErrorKind};
 use super::{ModuleArgs, with_world};
-use crate::policy::{Module, World};
+use crate::policy::{Compiled, Module, World};
 
 #[derive(Args)]
 pub struct TestArgs {
@@ -20,13 +20,13 @@ pub struct TestArgs {
 
 pub fn run(args: TestArgs) -> Result<()> {
     let file = cases::read(&args.cases)?;
-    let bytes = args.module.bytes()?;
+    let (_, compiled) = args.module.compile()?;
     let decision = match cases::decision(&file, args.module.decision)? {
         Some(decision) => decision,
-        None => args.module.decision(&bytes)?,
+        None => args.module.decision(&compiled)?,
     };
     let config = args.module.config()?.or(file.config);
-    let failed = with_world!(decision, run_cases(&bytes, config, &file.cases))?;
+    let failed = with_world!(decision, run_cases(&compiled, config, &file.cases))?;
     let passed = file.cases.len() - failed;
     println!("{}: {passed} passed, {failed} failed", args.cases.display());
     if failed > 0 {
@@ -36,8 +36,8 @@ pub fn run(args: TestArgs) -> Result<()> {
 }
 
 /// Runs every case, printing one line each; returns how many failed.
-fn run_cases<W: World>(bytes: &[u8], config: Option<String>, cases: &[Case]) -> Result<usize> {
-    let module = Module::<W>::load(bytes, config).with_context(|| format!("loading the module as {}", W::NAME))?;
+fn run_cases<W: World>(compiled: &Compiled, config: Option<String>, cases: &[Case]) -> Result<usize> {
+    let module = compiled.module::<W>(config).with_context(|| format!("loading the module as {}", W::NAME))?;
     let sample = W::samples().into_iter().next().context("the world has no sample input")?;
     let sample = serde_json::to_value(sample)?;
     let mut failed = 0;
