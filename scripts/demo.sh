@@ -47,6 +47,9 @@ for line in open(sys.argv[1]):
         print("    ", why)
 PY
 echo
+echo "The NodeSet that keeps a slurmd pod (a Slurm dynamic node) on each GPU Node, with Slurm's view of them:"
+kubectl get nodesets -A
+echo
 log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"
 log "hot-reload a policy: target/debug/sunk policy build examples/policies/team-accounts -o team-accounts.wasm"
 log "  && target/debug/sunk policy push team-accounts.wasm && kubectl apply -f examples/policies/team-accounts/pod.yaml"

@@ -166,6 +166,13 @@ impl Cluster {
         Ok(self.sunk_command(args).output()?)
     }
 
+    /// Kills a host started earlier (SIGKILL), as a crash would.
+    pub fn kill_host(&mut self, host: usize) -> anyhow::Result<()> {
+        self.hosts[host].kill()?;
+        self.hosts[host].wait()?;
+        Ok(())
+    }
+
     /// Waits for a host started earlier to exit on its own (e.g. at a failpoint).
     pub async fn wait_host_exit(&mut self, host: usize, timeout: Duration) -> anyhow::Result<()> {
         let child = &mut self.hosts[host];

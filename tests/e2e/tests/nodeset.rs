@@ -179,3 +179,109 @@ async fn nothing_is_removed_while_slurm_cannot_be_read() -> anyhow::Result<()> {
     wait_gone(&cluster, "kube-node-4").await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_rolling_update_replaces_idle_nodes_waits_for_a_busy_one_and_survives_a_host_restart() -> anyhow::Result<()> {
+    let mut cluster = nodeset_cluster("nodeset-roll").await?;
+    let nodes = NodeGuard::new(&["kube-node-3", "kube-node-4"]);
+    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    nodes.label("kube-node-3", pool)?;
+    nodes.label("kube-node-4", pool)?;
+    let strategy = serde_json::json!({
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+        "drainTimeout": "5s"
+    });
+    create_nodeset_with(&cluster, "roll", pool, strategy).await?;
+    wait_idle(&cluster, "kube-node-3", "roll").await?;
+    wait_idle(&cluster, "kube-node-4", "roll").await?;
+
+    let job = in_slurm_root(&["sbatch", "--parsable", "-w", "kube-node-3", "--wrap", "sleep 600"])?;
+    let job = job.trim().to_string();
+    wait_for("the job to run on kube-node-3", REGISTER, || async {
+        let node = slurm_node(&cluster, "kube-node-3").await.ok()??;
+        matches!(node.state.first().map(String::as_str), Some("ALLOCATED" | "MIXED")).then_some(())
+    })
+    .await?;
+    let busy_pod = pod_on(&cluster, "kube-node-3").await?.expect("a slurmd pod on kube-node-3");
+
+    // Twice the CPUs: the idle node is replaced and Slurm sees the new size (its old dynamic record
+    // was deleted first); the busy one is drained and waits for its job.
+    set_cpus(&cluster, "roll", "2").await?;
+    wait_cpus(&cluster, "kube-node-4", 2).await?;
+    let nodesets: Api<NodeSet> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
+    let blocked = wait_for("UpdateBlocked naming the job", REGISTER, || async {
+        let status = nodesets.get("roll").await.ok()?.status?;
+        let condition = status.conditions.into_iter().find(|c| c.type_ == "UpdateBlocked" && c.status == "True")?;
+        condition.message.contains(&job).then_some(condition.message)
+    })
+    .await?;
+    assert!(blocked.contains("kube-node-3"), "names the node: {blocked}");
+
+    // The host dies in the middle of the update; its successor must not finish it by force.
+    cluster.kill_host(0)?;
+    let namespace = cluster.namespace.clone();
+    cluster.start_host(&[
+        ("SUNK_NODESET_CONTROLLER", "true"),
+        ("SUNK_SCHEDULER", "false"),
+        ("SUNK_NODESET_NAMESPACE", &namespace),
+        ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
+    ])?;
+    wait_for("the new host to report the blocked update again", REGISTER, || async {
+        let events = cluster.events_of("roll").await.ok()?;
+        (events.iter().filter(|(reason, note)| reason == "UpdateBlocked" && note.contains(&job)).count() >= 1)
+            .then_some(())
+    })
+    .await?;
+    let still = pod_on(&cluster, "kube-node-3").await?.expect("the busy slurmd pod stays");
+    assert_eq!(still.metadata.uid, busy_pod.metadata.uid, "the same pod, never replaced while its job runs");
+    assert!(still.metadata.deletion_timestamp.is_none());
+    let node = slurm_node(&cluster, "kube-node-3").await?.expect("kube-node-3 in Slurm");
+    assert!(node.state.iter().any(|flag| flag == "DRAIN"), "drained, waiting: {:?}", node.state);
+    assert_eq!(in_slurm_root(&["squeue", "-h", "-j", &job, "-o", "%T"])?.trim(), "RUNNING");
+
+    in_slurm_root(&["scancel", &job])?;
+    wait_cpus(&cluster, "kube-node-3", 2).await?;
+    wait_for("the NodeSet to report both pods updated and ready", REGISTER, || async {
+        let status = nodesets.get("roll").await.ok()?.status?;
+        (status.updated == 2 && status.ready == 2).then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_canary_partition_updates_only_the_nodes_at_or_above_it() -> anyhow::Result<()> {
+    let cluster = nodeset_cluster("nodeset-canary").await?;
+    let names = ["kube-node-3", "kube-node-4", "kube-node-5"];
+    let nodes = NodeGuard::new(&names);
+    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    for node in names {
+        nodes.label(node, pool)?;
+    }
+    // Ordinals follow the Nodes' names: kube-node-5 is ordinal 2, the only one at or above 2.
+    let strategy = serde_json::json!({
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "partition": 2}}
+    });
+    create_nodeset_with(&cluster, "canary", pool, strategy).await?;
+    for node in names {
+        wait_idle(&cluster, node, "canary").await?;
+    }
+    let before = pod_on(&cluster, "kube-node-3").await?.and_then(|pod| revision(&pod));
+
+    set_cpus(&cluster, "canary", "2").await?;
+    wait_cpus(&cluster, "kube-node-5", 2).await?;
+    let nodesets: Api<NodeSet> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
+    wait_for("the NodeSet to count one updated pod of three ready", REGISTER, || async {
+        let status = nodesets.get("canary").await.ok()?.status?;
+        (status.updated == 1 && status.ready == 3).then_some(())
+    })
+    .await?;
+    for node in ["kube-node-3", "kube-node-4"] {
+        let pod = pod_on(&cluster, node).await?.expect("its slurmd pod");
+        assert_eq!(revision(&pod), before, "{node} stays at the old revision");
+        let slurm = slurm_node(&cluster, node).await?.expect("in Slurm");
+        assert_eq!(slurm.cpus, 1, "{node} keeps its old size");
+        assert!(!slurm.state.iter().any(|flag| flag == "DRAIN"), "{node} is not drained: {:?}", slurm.state);
+    }
+    Ok(())
+}
