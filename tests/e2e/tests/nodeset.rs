@@ -28,23 +28,61 @@ async fn nodeset_cluster(test: &str) -> anyhow::Result<Cluster> {
 
 /// A NodeSet named `name` selecting the Nodes labelled with this test's pool.
 async fn create_nodeset(cluster: &Cluster, name: &str, pool_label: (&str, &str)) -> anyhow::Result<()> {
+    create_nodeset_with(cluster, name, pool_label, serde_json::json!({})).await
+}
+
+/// The same, with `extra` merged into its spec (an update strategy, a drain timeout, ...).
+async fn create_nodeset_with(
+    cluster: &Cluster,
+    name: &str,
+    pool_label: (&str, &str),
+    extra: serde_json::Value,
+) -> anyhow::Result<()> {
+    let mut spec = serde_json::json!({
+        "nodeSelector": {pool_label.0: pool_label.1},
+        "partitions": ["batch"],
+        "template": {"spec": {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "slurmd", "image": SLURMD_IMAGE, "securityContext": {"privileged": true},
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]
+        }}
+    });
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        spec[key] = value.clone();
+    }
     let nodeset: NodeSet = serde_json::from_value(serde_json::json!({
         "apiVersion": "sunk.dev/v1alpha1", "kind": "NodeSet",
         "metadata": {"name": name, "namespace": cluster.namespace},
-        "spec": {
-            "nodeSelector": {pool_label.0: pool_label.1},
-            "partitions": ["batch"],
-            "template": {"spec": {
-                "terminationGracePeriodSeconds": 5,
-                "containers": [{"name": "slurmd", "image": SLURMD_IMAGE, "securityContext": {"privileged": true},
-                                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]
-            }}
-        }
+        "spec": spec
     }))?;
     Api::<NodeSet>::namespaced(cluster.kube.clone(), &cluster.namespace)
         .create(&PostParams::default(), &nodeset)
         .await?;
     Ok(())
+}
+
+/// Changes the slurmd container's CPU limit: a new revision, so every pod is to be replaced.
+async fn set_cpus(cluster: &Cluster, name: &str, cpus: &str) -> anyhow::Result<()> {
+    let nodesets: Api<NodeSet> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
+    let mut nodeset = nodesets.get(name).await?;
+    let mut template = serde_json::to_value(&nodeset.spec.template)?;
+    template["spec"]["containers"][0]["resources"]["limits"]["cpu"] = cpus.into();
+    nodeset.spec.template = serde_json::from_value(template)?;
+    nodesets.replace(name, &PostParams::default(), &nodeset).await?;
+    Ok(())
+}
+
+/// The Slurm node once it registered again with `cpus` CPUs (after its pod was replaced).
+async fn wait_cpus(cluster: &Cluster, node: &str, cpus: u64) -> anyhow::Result<()> {
+    wait_for(&format!("Slurm node {node} to register IDLE with {cpus} CPUs"), REGISTER, || async {
+        let node = slurm_node(cluster, node).await.ok()??;
+        (node.cpus == cpus && node.state.first().map(String::as_str) == Some("IDLE")).then_some(())
+    })
+    .await
+}
+
+fn revision(pod: &Pod) -> Option<String> {
+    pod.metadata.labels.as_ref()?.get("sunk.dev/revision").cloned()
 }
 
 /// The Slurm node once it registered IDLE from this test's NodeSet and the host recorded its pod

@@ -104,7 +104,7 @@ async fn a_job_mapper_pushed_while_pods_are_scheduled_takes_over_without_a_failu
             && line.contains("outcome=\"ok\"")
     });
     assert!(v2_decisions.is_some(), "/metrics counts v2's decisions:\n{metrics}");
-    for outcome in ["trap", "timeout", "invalid", "fallback"] {
+    for outcome in ["trap", "timeout", "out_of_fuel", "invalid", "fallback"] {
         assert!(!metrics.contains(&format!("outcome=\"{outcome}\"")), "no {outcome} during the swap:\n{metrics}");
     }
     assert!(metrics.contains("sunk_policy_decision_duration_seconds_bucket{"), "{metrics}");
