@@ -55,22 +55,18 @@ GO
   echo "${kube_binaries[*]} version-stamped" >"$stamp"
 fi
 
-coredns_stamp=$SUNK_BIN/.coredns-$COREDNS_VERSION
-if [[ -x $SUNK_BIN/coredns && -f $coredns_stamp ]]; then
-  log "coredns $COREDNS_VERSION: cached"
-else
-  log "building coredns $COREDNS_VERSION"
-  GOBIN=$SUNK_BIN go install -trimpath -ldflags=-s "github.com/coredns/coredns@$COREDNS_VERSION" 2>"$SUNK_CACHE/coredns-build.log" \
-    || { tail -20 "$SUNK_CACHE/coredns-build.log"; die "building coredns failed"; }
-  touch "$coredns_stamp"
-fi
-
-helm_stamp=$SUNK_BIN/.helm-$HELM_VERSION
-if [[ -x $SUNK_BIN/helm && -f $helm_stamp ]]; then
-  log "helm $HELM_VERSION: cached"
-else
-  log "building helm $HELM_VERSION"
-  GOBIN=$SUNK_BIN go install -trimpath -ldflags=-s "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" 2>"$SUNK_CACHE/helm-build.log" \
-    || { tail -20 "$SUNK_CACHE/helm-build.log"; die "building helm failed"; }
-  touch "$helm_stamp"
-fi
+# go_install NAME VERSION PACKAGE: `go install`s PACKAGE@VERSION into $SUNK_BIN unless NAME of that
+# version is there already.
+go_install() {
+  local name=$1 version=$2 package=$3 stamp=$SUNK_BIN/.$1-$2
+  if [[ -x $SUNK_BIN/$name && -f $stamp ]]; then
+    log "$name $version: cached"
+    return
+  fi
+  log "building $name $version"
+  GOBIN=$SUNK_BIN go install -trimpath -ldflags=-s "$package@$version" 2>"$SUNK_CACHE/$name-build.log" \
+    || { tail -20 "$SUNK_CACHE/$name-build.log"; die "building $name failed"; }
+  touch "$stamp"
+}
+go_install coredns "$COREDNS_VERSION" github.com/coredns/coredns
+go_install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm

@@ -10,20 +10,27 @@ use sunk::nodeset::NodeSet;
 use sunk_e2e::{Cluster, NodeGuard, SLURMD_IMAGE, in_slurm_root, slurm_node, slurmrestd_frozen, wait_for};
 
 const REGISTER: Duration = Duration::from_secs(90);
+/// The label that puts a Node into one test's pool.
+const POOL: &str = "sunk.dev/e2e-pool";
 
 /// Starts a host that keeps this test's NodeSets only (no pod scheduler), and gives the namespace
 /// the cluster's Slurm auth key.
 async fn nodeset_cluster(test: &str) -> anyhow::Result<Cluster> {
     let mut cluster = Cluster::connect(test).await?;
     cluster.create_slurm_key_secret("slurm-key").await?;
+    start_nodeset_host(&mut cluster)?;
+    Ok(cluster)
+}
+
+/// A host that runs only the NodeSet controller, for this test's namespace.
+fn start_nodeset_host(cluster: &mut Cluster) -> anyhow::Result<usize> {
     let namespace = cluster.namespace.clone();
     cluster.start_host(&[
         ("SUNK_NODESET_CONTROLLER", "true"),
         ("SUNK_SCHEDULER", "false"),
         ("SUNK_NODESET_NAMESPACE", &namespace),
         ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
-    ])?;
-    Ok(cluster)
+    ])
 }
 
 /// A NodeSet named `name` selecting the Nodes labelled with this test's pool.
@@ -102,6 +109,37 @@ async fn wait_idle(cluster: &Cluster, node: &str, feature: &str) -> anyhow::Resu
     .await
 }
 
+/// A host for NodeSets, `node` labelled into this test's pool, and a NodeSet `name` on it whose
+/// Slurm node has registered.
+async fn one_node_nodeset(test: &str, node: &str, name: &str) -> anyhow::Result<(Cluster, NodeGuard)> {
+    let cluster = nodeset_cluster(test).await?;
+    let nodes = NodeGuard::new(&[node]);
+    nodes.label(node, (POOL, &cluster.namespace))?;
+    create_nodeset(&cluster, name, (POOL, &cluster.namespace)).await?;
+    wait_idle(&cluster, node, name).await?;
+    Ok((cluster, nodes))
+}
+
+/// Starts a job on `node` from Slurm's side (as an HPC user would) and waits until it runs there.
+async fn run_job_on(cluster: &Cluster, node: &str) -> anyhow::Result<String> {
+    let job = in_slurm_root(&["sbatch", "--parsable", "-w", node, "--wrap", "sleep 600"])?.trim().to_string();
+    wait_for(&format!("job {job} to run on {node}"), REGISTER, || async {
+        let node = slurm_node(cluster, node).await.ok()??;
+        matches!(node.state.first().map(String::as_str), Some("ALLOCATED" | "MIXED")).then_some(())
+    })
+    .await?;
+    Ok(job)
+}
+
+/// Waits until the NodeSet let go of `node`: its slurmd pod gone, then its Slurm record.
+async fn wait_released(cluster: &Cluster, node: &str, when: &str) -> anyhow::Result<()> {
+    wait_for(&format!("the slurmd pod on {node} to go {when}"), REGISTER, || async {
+        pod_on(cluster, node).await.ok()?.is_none().then_some(())
+    })
+    .await?;
+    wait_gone(cluster, node).await
+}
+
 async fn wait_gone(cluster: &Cluster, node: &str) -> anyhow::Result<()> {
     wait_for(&format!("Slurm node {node} to be deleted"), REGISTER, || async {
         slurm_node(cluster, node).await.ok()?.is_none().then_some(())
@@ -118,7 +156,7 @@ async fn pod_on(cluster: &Cluster, node: &str) -> anyhow::Result<Option<Pod>> {
 async fn a_nodeset_runs_one_slurmd_per_matching_node_and_removes_them_all_when_deleted() -> anyhow::Result<()> {
     let cluster = nodeset_cluster("nodeset-match").await?;
     let nodes = NodeGuard::new(&["kube-node-3", "kube-node-4", "kube-node-5"]);
-    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    let pool = (POOL, cluster.namespace.as_str());
     nodes.label("kube-node-3", pool)?;
     nodes.label("kube-node-4", pool)?;
     // Selected, but tainted with a taint the NodeSet does not tolerate: no slurmd there.
@@ -157,22 +195,10 @@ async fn a_nodeset_runs_one_slurmd_per_matching_node_and_removes_them_all_when_d
 
 #[tokio::test]
 async fn a_node_that_stops_matching_is_drained_and_released_only_after_its_job_ends() -> anyhow::Result<()> {
-    let cluster = nodeset_cluster("nodeset-drain").await?;
-    let nodes = NodeGuard::new(&["kube-node-3"]);
-    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
-    nodes.label("kube-node-3", pool)?;
-    create_nodeset(&cluster, "drain", pool).await?;
-    wait_idle(&cluster, "kube-node-3", "drain").await?;
+    let (cluster, nodes) = one_node_nodeset("nodeset-drain", "kube-node-3", "drain").await?;
+    let job = run_job_on(&cluster, "kube-node-3").await?;
 
-    let job = in_slurm_root(&["sbatch", "--parsable", "-w", "kube-node-3", "--wrap", "sleep 600"])?;
-    let job = job.trim();
-    wait_for("the job to run on kube-node-3", REGISTER, || async {
-        let node = slurm_node(&cluster, "kube-node-3").await.ok()??;
-        matches!(node.state.first().map(String::as_str), Some("ALLOCATED" | "MIXED")).then_some(())
-    })
-    .await?;
-
-    nodes.unlabel("kube-node-3", pool.0)?;
+    nodes.unlabel("kube-node-3", POOL)?;
     let drained = wait_for("the Slurm node to be drained with a k8s: reason", REGISTER, || async {
         let node = slurm_node(&cluster, "kube-node-3").await.ok()??;
         (node.state.iter().any(|flag| flag == "DRAIN") && node.reason.starts_with("k8s:")).then_some(node)
@@ -182,27 +208,17 @@ async fn a_node_that_stops_matching_is_drained_and_released_only_after_its_job_e
     let pod = pod_on(&cluster, "kube-node-3").await?.expect("the slurmd pod stays while its job runs");
     assert!(pod.metadata.deletion_timestamp.is_none(), "not even being deleted");
 
-    in_slurm_root(&["scancel", job])?;
-    wait_for("the slurmd pod to go once the job ended", REGISTER, || async {
-        pod_on(&cluster, "kube-node-3").await.ok()?.is_none().then_some(())
-    })
-    .await?;
-    wait_gone(&cluster, "kube-node-3").await?;
-    Ok(())
+    in_slurm_root(&["scancel", &job])?;
+    wait_released(&cluster, "kube-node-3", "once the job ended").await
 }
 
 #[tokio::test]
 async fn nothing_is_removed_while_slurm_cannot_be_read() -> anyhow::Result<()> {
-    let cluster = nodeset_cluster("nodeset-closed").await?;
-    let nodes = NodeGuard::new(&["kube-node-4"]);
-    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
-    nodes.label("kube-node-4", pool)?;
-    create_nodeset(&cluster, "closed", pool).await?;
-    wait_idle(&cluster, "kube-node-4", "closed").await?;
+    let (cluster, nodes) = one_node_nodeset("nodeset-closed", "kube-node-4", "closed").await?;
 
     {
         let _frozen = slurmrestd_frozen()?;
-        nodes.unlabel("kube-node-4", pool.0)?;
+        nodes.unlabel("kube-node-4", POOL)?;
         // The host's view of Slurm goes stale within a few polls (about 6 s here): watch for longer
         // than that. Nothing may be deleted meanwhile.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
@@ -213,12 +229,7 @@ async fn nothing_is_removed_while_slurm_cannot_be_read() -> anyhow::Result<()> {
         }
     }
     // Slurm answers again: the removal completes.
-    wait_for("the slurmd pod to go once Slurm answers", REGISTER, || async {
-        pod_on(&cluster, "kube-node-4").await.ok()?.is_none().then_some(())
-    })
-    .await?;
-    wait_gone(&cluster, "kube-node-4").await?;
-    Ok(())
+    wait_released(&cluster, "kube-node-4", "once Slurm answers").await
 }
 
 #[tokio::test]
@@ -226,7 +237,7 @@ async fn nothing_is_removed_while_slurm_cannot_be_read() -> anyhow::Result<()> {
 async fn a_rolling_update_replaces_idle_nodes_waits_for_a_busy_one_and_survives_a_host_restart() -> anyhow::Result<()> {
     let mut cluster = nodeset_cluster("nodeset-roll").await?;
     let nodes = NodeGuard::new(&["kube-node-3", "kube-node-4"]);
-    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    let pool = (POOL, cluster.namespace.as_str());
     nodes.label("kube-node-3", pool)?;
     nodes.label("kube-node-4", pool)?;
     let strategy = serde_json::json!({
@@ -237,13 +248,7 @@ async fn a_rolling_update_replaces_idle_nodes_waits_for_a_busy_one_and_survives_
     wait_idle(&cluster, "kube-node-3", "roll").await?;
     wait_idle(&cluster, "kube-node-4", "roll").await?;
 
-    let job = in_slurm_root(&["sbatch", "--parsable", "-w", "kube-node-3", "--wrap", "sleep 600"])?;
-    let job = job.trim().to_string();
-    wait_for("the job to run on kube-node-3", REGISTER, || async {
-        let node = slurm_node(&cluster, "kube-node-3").await.ok()??;
-        matches!(node.state.first().map(String::as_str), Some("ALLOCATED" | "MIXED")).then_some(())
-    })
-    .await?;
+    let job = run_job_on(&cluster, "kube-node-3").await?;
     let busy_pod = pod_on(&cluster, "kube-node-3").await?.expect("a slurmd pod on kube-node-3");
 
     // Twice the CPUs: the idle node is replaced and Slurm sees the new size (its old dynamic record
@@ -261,13 +266,7 @@ async fn a_rolling_update_replaces_idle_nodes_waits_for_a_busy_one_and_survives_
 
     // The host dies in the middle of the update; its successor must not finish it by force.
     cluster.kill_host(0)?;
-    let namespace = cluster.namespace.clone();
-    cluster.start_host(&[
-        ("SUNK_NODESET_CONTROLLER", "true"),
-        ("SUNK_SCHEDULER", "false"),
-        ("SUNK_NODESET_NAMESPACE", &namespace),
-        ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
-    ])?;
+    start_nodeset_host(&mut cluster)?;
     wait_for("the new host to report the blocked update again", REGISTER, || async {
         let events = cluster.events_of("roll").await.ok()?;
         (events.iter().filter(|(reason, note)| reason == "UpdateBlocked" && note.contains(&job)).count() >= 1)
@@ -296,7 +295,7 @@ async fn a_canary_partition_updates_only_the_nodes_at_or_above_it() -> anyhow::R
     let cluster = nodeset_cluster("nodeset-canary").await?;
     let names = ["kube-node-3", "kube-node-4", "kube-node-5"];
     let nodes = NodeGuard::new(&names);
-    let pool = ("sunk.dev/e2e-pool", cluster.namespace.as_str());
+    let pool = (POOL, cluster.namespace.as_str());
     for node in names {
         nodes.label(node, pool)?;
     }
