@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use sunk_e2e::{Cluster, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod};
+use kube::api::ListParams;
+use sunk_e2e::{Cluster, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod, wait_for};
 
 #[tokio::test]
 async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyhow::Result<()> {
@@ -37,5 +38,13 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
     cluster.wait_event("rbac", "Scheduled, recorded with the chart's RBAC", |reason, _| reason == "Scheduled").await?;
 
     cluster.helm(&["uninstall", &release, "--wait"])?;
+    // `--wait` covers the Deployment, not its pod: until the kubelet has stopped it, the host in it
+    // still schedules pods named for `sunk`, and would race the next test's host.
+    let selector = format!("app.kubernetes.io/instance={release}");
+    wait_for("the host's pod to be gone", Duration::from_secs(60), || async {
+        let pods = cluster.pods().list(&ListParams::default().labels(&selector)).await.ok()?;
+        pods.items.is_empty().then_some(())
+    })
+    .await?;
     Ok(())
 }
