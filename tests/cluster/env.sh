@@ -20,8 +20,6 @@ SLURMCTLD_PORT=${SLURMCTLD_PORT:-16817}
 SLURMRESTD_PORT=${SLURMRESTD_PORT:-16820}
 # /metrics of the host up.sh starts to keep the local cluster's NodeSet
 NODESET_HOST_HTTP_PORT=${NODESET_HOST_HTTP_PORT:-18080}
-# slurmd ports are handed out from here upwards, one per slurmd pod
-SLURMD_PORT_BASE=${SLURMD_PORT_BASE:-17000}
 
 export KUBECONFIG=$SUNK_STATE/kubeconfig
 export PATH=$SUNK_BIN:$PATH
@@ -49,4 +47,5 @@ NODES=(kube-node-1 kube-node-2 kube-node-3 kube-node-4 kube-node-5)
 # node_ip N / node_pod_range N: Node N's address (on the bridge) and the range its pods draw from.
 node_ip() { echo "10.244.0.1$1"; }
 node_pod_subnet() { echo "10.244.$1.0/24"; }
+# Memory every Node offers pods (its allocatable), whatever the machine has.
 NODE_MEMORY_MIB=8192

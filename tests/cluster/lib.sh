@@ -23,6 +23,9 @@ stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
+# token_of USER: the API server token of USER (written by up.sh).
+token_of() { awk -F, -v user="$1" '$2==user{print $1}' "$SUNK_STATE/pki/tokens.csv"; }
+
 # kubeconfig FILE USER TOKEN: a kubeconfig for the local API server.
 kubeconfig() {
   local file=$1 user=$2 token=$3

@@ -76,12 +76,12 @@ for hierarchy in /sys/fs/cgroup/*/; do
   fi
 done
 
-# Memory the kubelet offers pods: what each Slurm node of the local cluster declares (RealMemory
-# 8000 MiB) plus the eviction threshold, so a pod's memory request means the same to both.
+# Memory the kubelet offers pods (allocatable): exactly NODE_MEMORY_MIB once this reservation and the
+# 100 Mi eviction threshold are taken off. A NodeSet's slurmd declares the Node's allocatable memory
+# as RealMemory, so a pod's memory request means the same to the kubelet and to Slurm.
 total_kib=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
 reserved_mib=$((total_kib / 1024 - NODE_MEMORY_MIB - 100))
-token=$(awk -F, -v user="system:node:$node" '$2==user{print $1}' "$SUNK_STATE/pki/tokens.csv")
-kubeconfig "$dir/kubeconfig" "system:node:$node" "$token"
+kubeconfig "$dir/kubeconfig" "system:node:$node" "$(token_of "system:node:$node")"
 : >"$dir/resolv.conf"
 cat >"$dir/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -93,7 +93,7 @@ healthzBindAddress: $(node_ip "$index")
 healthzPort: 10248
 containerRuntimeEndpoint: unix://$socket
 cgroupDriver: cgroupfs
-# Three kubelets on one machine: each keeps its pods under a cgroup of its own.
+# Several kubelets on one machine: each keeps its pods under a cgroup of its own.
 cgroupRoot: /sunk-$node
 cgroupsPerQOS: true
 failCgroupV1: false

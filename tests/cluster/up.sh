@@ -2,7 +2,7 @@
 # Brings up the local cluster, all of it on this machine and on a bridge of its own:
 #   control plane  etcd, kube-apiserver (RBAC + Node authorization, ServiceAccount admission),
 #                  kube-controller-manager, kube-scheduler, CoreDNS, kube-proxy
-#   three Nodes    a kubelet with its own containerd each, pods on the cluster bridge
+#   five Nodes     a kubelet with its own containerd each, pods on the cluster bridge
 #   Slurm 24.11    slurmctld and slurmrestd as host processes, and the NodeSet `slurm/gpu`: one slurmd
 #                  pod (a dynamic node, from the slurmd image) on each GPU Node, kept by a sunk host
 #                  that runs only the NodeSet controller
@@ -21,6 +21,11 @@ mkdir -p "$SUNK_STATE"/{pids,logs,etcd,pki,slurm/ctld,slurm-etc,fake-gpus}
 chmod 755 "$SUNK_STATE" && chmod 777 "$SUNK_STATE/logs"
 rootstate=/sunk-state
 in_root() { chroot "$SLURM_ROOT" "$@"; }
+# apply_with_addresses FILE: kubectl apply FILE with the cluster's addresses and ports filled in.
+apply_with_addresses() {
+  sed -e "s|@BRIDGE_IP@|$BRIDGE_IP|g" -e "s|@SLURMCTLD_PORT@|$SLURMCTLD_PORT|g" \
+    -e "s|@SLURMRESTD_PORT@|$SLURMRESTD_PORT|g" "$1" | kubectl apply -f - >/dev/null
+}
 
 "$here/network.sh" up
 
@@ -55,7 +60,6 @@ sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-clien
 openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
 openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
 # One identity per component, so RBAC and the Node authorizer see who is asking.
-token_of() { awk -F, -v user="$1" '$2==user{print $1}' "$pki/tokens.csv"; }
 {
   echo "$(openssl rand -hex 24),admin,admin,system:masters"
   echo "$(openssl rand -hex 24),system:kube-controller-manager,kcm"
@@ -94,19 +98,11 @@ start kube-scheduler "$SUNK_BIN/kube-scheduler" --kubeconfig "$SUNK_STATE/kube-s
   --leader-elect=false --bind-address 127.0.0.1 --secure-port 10259 --profiling=false --v 1
 
 # Cluster DNS: CoreDNS as a host process on the bridge, behind the kube-dns Service like any cluster's.
-kubectl apply -f "$here/cluster-services.yaml" >/dev/null
-kubectl apply -f - >/dev/null <<YAML
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: kube-dns-host, namespace: kube-system, labels: {kubernetes.io/service-name: kube-dns}}
-addressType: IPv4
-endpoints: [{addresses: ["$BRIDGE_IP"]}]
-ports: [{name: dns, protocol: UDP, port: 53}, {name: dns-tcp, protocol: TCP, port: 53}]
-YAML
+apply_with_addresses "$here/cluster-services.yaml"
 sed -e "s|@BRIDGE_IP@|$BRIDGE_IP|g" -e "s|@KUBECONFIG@|$SUNK_STATE/coredns.kubeconfig|" "$here/Corefile.in" >"$SUNK_STATE/Corefile"
 log "starting CoreDNS, kube-proxy"
 start coredns "$SUNK_BIN/coredns" -conf "$SUNK_STATE/Corefile"
-# One kube-proxy: the three Nodes share this machine's network namespace and so its iptables.
+# One kube-proxy: the Nodes share this machine's network namespace and so its iptables.
 start kube-proxy "$SUNK_BIN/kube-proxy" --kubeconfig "$SUNK_STATE/kube-proxy.kubeconfig" \
   --hostname-override "${NODES[0]}" --proxy-mode iptables --cluster-cidr "$POD_CIDR" \
   --nodeport-addresses "$POD_CIDR" --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 \
@@ -125,7 +121,7 @@ nodes_ready() {
 }
 wait_for "${#NODES[@]} Ready Nodes" 120 nodes_ready
 # GPUs, advertised the way a device plugin would (an extended resource on the Node's status), on
-# the first two Nodes; the third is a plain CPU Node.
+# the first two Nodes; the others are plain CPU Nodes (the NodeSet tests use them).
 gpu_models=(A100 H100)
 for i in 0 1; do
   kubectl label node "${NODES[i]}" --overwrite "nvidia.com/gpu.product=${gpu_models[i]}" sunk.dev/pool=gpu >/dev/null
@@ -162,26 +158,7 @@ wait_for slurmrestd 30 curl -sf -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.
 
 # Slurm as pods see it: Services in namespace slurm in front of the host processes, and the auth key
 # the slurmd pods mount.
-kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Namespace
-metadata: {name: slurm}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: slurmctld-host, namespace: slurm, labels: {kubernetes.io/service-name: slurmctld}}
-addressType: IPv4
-endpoints: [{addresses: ["$BRIDGE_IP"]}]
-ports: [{name: slurmctld, protocol: TCP, port: $SLURMCTLD_PORT}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: slurmrestd-host, namespace: slurm, labels: {kubernetes.io/service-name: slurmrestd}}
-addressType: IPv4
-endpoints: [{addresses: ["$BRIDGE_IP"]}]
-ports: [{name: http, protocol: TCP, port: $SLURMRESTD_PORT}]
-YAML
-kubectl apply -f "$here/slurm-services.yaml" >/dev/null
+apply_with_addresses "$here/slurm-services.yaml"
 kubectl -n slurm create secret generic slurm-key --from-file=slurm.key="$etc/slurm.key" \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 

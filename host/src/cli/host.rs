@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 
 use crate::delivery::{self, Decision};
 use crate::nodeset::{self, ClusterSettings};
@@ -88,13 +90,15 @@ pub fn run(args: HostArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: HostArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.scheduler || args.nodeset_controller,
+        "--scheduler=false and --nodeset-controller=false leave the host nothing to do"
+    );
     let key = std::fs::read(&args.slurm_jwt_key)
         .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
     let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
     let slurm = SlurmClient::new(&args.slurm_url, signer)?;
     slurm.ping().await.with_context(|| format!("--slurm-url {}: slurmrestd does not answer", args.slurm_url))?;
-    // Read once: a partition added later needs a host restart before pods may name it.
-    let partitions = slurm.partitions().await.context("listing Slurm partitions")?;
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
     let policies = Arc::new(Policies::bundled(failure_modes(&args.fail_closed))?);
     tracing::info!(digest = policies.job_mapper.live().module.digest(), "bundled policies loaded");
@@ -109,7 +113,9 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
         tokio::spawn(delivery::watch_directory(dir, policies.clone()));
     }
     let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
-    let nodesets = if args.nodeset_controller {
+    // The controllers this host runs, side by side; the first to fail ends the host.
+    let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
+    if args.nodeset_controller {
         let cluster = ClusterSettings {
             conf_server: conf_server(args.slurmctld_address.as_deref(), &args.slurm_url)?,
             slurm_key_secret: args.slurm_key_secret.clone(),
@@ -117,27 +123,24 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
         let slurm_nodes = NodeCache::new(NodeCacheConfig::every(poll_interval));
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
         let config = nodeset::Config { cluster, namespace: args.nodeset_namespace.clone() };
-        Some(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config))
-    } else {
-        None
-    };
-    let config = scheduler::Config {
-        scheduler_name: args.scheduler_name,
-        poll_interval,
-        cluster: policy::Cluster {
-            partitions,
-            default_partition: args.default_partition,
-            default_account: args.default_account,
-            kill_wait_seconds: args.slurm_kill_wait,
-        },
-    };
-    let scheduler = args.scheduler.then(|| scheduler::run(client, slurm, policies, config));
-    match (scheduler, nodesets) {
-        (Some(scheduler), Some(nodesets)) => tokio::try_join!(scheduler, nodesets).map(drop),
-        (Some(scheduler), None) => scheduler.await,
-        (None, Some(nodesets)) => nodesets.await,
-        (None, None) => anyhow::bail!("--scheduler=false and --nodeset-controller=false leave the host nothing to do"),
+        controllers.push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
     }
+    if args.scheduler {
+        // Read once: a partition added later needs a host restart before pods may name it.
+        let partitions = slurm.partitions().await.context("listing Slurm partitions")?;
+        let config = scheduler::Config {
+            scheduler_name: args.scheduler_name,
+            poll_interval,
+            cluster: policy::Cluster {
+                partitions,
+                default_partition: args.default_partition,
+                default_account: args.default_account,
+                kill_wait_seconds: args.slurm_kill_wait,
+            },
+        };
+        controllers.push(scheduler::run(client, slurm, policies, config).boxed());
+    }
+    futures::future::try_join_all(controllers).await.map(drop)
 }
 
 /// `--slurmctld-address`, or the host of slurmrestd's URL with slurmctld's default port.

@@ -6,6 +6,7 @@ mod policy;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 #[derive(Parser)]
 #[command(name = "sunk", version, about = "Runs Slurm and Kubernetes on one pool of compute")]
@@ -64,11 +65,15 @@ fn write_crds(args: CrdsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Every CRD sunk serves.
+pub fn custom_resources() -> [CustomResourceDefinition; 2] {
+    use kube::CustomResourceExt;
+    [crate::delivery::PolicyModule::crd(), crate::nodeset::NodeSet::crd()]
+}
+
 /// Every CRD sunk serves: its plural name and its YAML.
 pub fn crds() -> anyhow::Result<Vec<(String, String)>> {
-    use kube::CustomResourceExt;
-    let crds = [crate::delivery::PolicyModule::crd(), crate::nodeset::NodeSet::crd()];
-    crds.iter().map(|crd| Ok((crd.spec.names.plural.clone(), serde_saphyr::to_string(crd)?))).collect()
+    custom_resources().iter().map(|crd| Ok((crd.spec.names.plural.clone(), serde_saphyr::to_string(crd)?))).collect()
 }
 
 fn init_tracing() {

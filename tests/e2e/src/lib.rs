@@ -4,7 +4,7 @@
 //! Tests must run one at a time (`--test-threads=1`): they share the cluster's two Slurm nodes.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -44,10 +44,8 @@ pub fn example_policy(name: &str) -> anyhow::Result<PathBuf> {
 /// and waits until the API server serves them.
 async fn ensure_crds(kube: &Client) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::CustomResourceExt;
-    use kube::api::{Patch, PatchParams};
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    for crd in [sunk::delivery::PolicyModule::crd(), sunk::nodeset::NodeSet::crd()] {
+    for crd in sunk::cli::custom_resources() {
         let name = crd.name_any();
         crds.patch(&name, &PatchParams::apply("sunk-e2e").force(), &Patch::Apply(&crd)).await?;
         wait_for(&format!("the CRD {name} to be established"), Duration::from_secs(20), || {
@@ -105,11 +103,6 @@ impl Cluster {
     /// NodeSet controller is off unless `env` turns it on (`SUNK_NODESET_CONTROLLER=true`): the
     /// local cluster's own NodeSet is kept by the cluster's host.
     pub fn start_host(&mut self, env: &[(&str, &str)]) -> anyhow::Result<usize> {
-        self.start_host_as(&state_dir().join("kubeconfig"), env)
-    }
-
-    /// Starts `sunk host` with the given kubeconfig.
-    pub fn start_host_as(&mut self, kubeconfig: &Path, env: &[(&str, &str)]) -> anyhow::Result<usize> {
         let state = state_dir();
         let binary = sunk_binary();
         anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p sunk` first", binary.display());
@@ -121,7 +114,7 @@ impl Cluster {
         let child = Command::new(binary)
             .arg("host")
             .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .arg(state.join("kubeconfig"))
             .arg("--slurm-url")
             .arg(slurm_url())
             .arg("--slurm-jwt-key")
