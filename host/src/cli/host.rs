@@ -105,6 +105,8 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
 
     let mut registry = prometheus_client::registry::Registry::default();
     policies.metrics.register(&mut registry);
+    let reconcile_metrics = crate::kube::ReconcileMetrics::default();
+    reconcile_metrics.register(&mut registry);
     http::serve(args.http_addr, registry).await?;
 
     let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
@@ -122,7 +124,8 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
         };
         let slurm_nodes = NodeCache::new(NodeCacheConfig::every(poll_interval));
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
-        let config = nodeset::Config { cluster, namespace: args.nodeset_namespace.clone() };
+        let config =
+            nodeset::Config { cluster, namespace: args.nodeset_namespace.clone(), metrics: reconcile_metrics.clone() };
         controllers.push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
     }
     if args.scheduler {

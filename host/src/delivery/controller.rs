@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::fetch::{self, FetchError};
 use super::resource::PolicyModule;
 use super::status::{self, Phase};
+use crate::kube::EventRecorder;
 use crate::policy::{Policies, Source, sha256_hex};
 
 /// How soon a refused module is looked at again (its bytes may not have arrived yet).
@@ -21,7 +21,7 @@ pub struct Context {
     pub client: Client,
     pub namespace: String,
     pub policies: Arc<Policies>,
-    recorder: Recorder,
+    recorder: EventRecorder,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -36,8 +36,7 @@ pub async fn run(client: Client, namespace: String, policies: Arc<Policies>) {
     let missing = "the PolicyModule CRD is not installed (the Helm chart installs it; or `sunk crds | kubectl apply -f -`): uploaded policies are not loaded until it is fixed; the bundled and directory policies decide meanwhile";
     crate::kube::wait_until_served(&api, missing).await;
     tokio::spawn(reset_on_delete(api.clone(), policies.clone()));
-    let reporter = Reporter { controller: "sunk-policy".into(), instance: std::env::var("POD_NAME").ok() };
-    let recorder = Recorder::new(client.clone(), reporter);
+    let recorder = EventRecorder::new(client.clone(), "sunk-policy");
     let ctx = Arc::new(Context { client, namespace, policies, recorder });
     Controller::new(api, watcher::Config::default())
         .shutdown_on_signal()
@@ -133,7 +132,7 @@ async fn supersede(ctx: &Context, replaced: &Source, winner: &str) -> Result<(),
 
 /// Records an Event on the PolicyModule; failing to is logged, never fatal.
 async fn publish(ctx: &Context, module: &PolicyModule, warning: bool, reason: &str, note: String) {
-    crate::kube::publish(&ctx.recorder, &module.object_ref(&()), warning, reason, "Load", note).await;
+    ctx.recorder.publish(&module.object_ref(&()), warning, reason, "Load", note).await;
 }
 
 fn error_policy(module: Arc<PolicyModule>, error: &Error, _ctx: Arc<Context>) -> Action {

@@ -5,9 +5,11 @@ mod connect;
 mod events;
 mod pod_writer;
 pub mod quantity;
+mod reconcile_metrics;
 mod served;
 
 pub use connect::connect;
-pub use events::publish;
+pub use events::EventRecorder;
 pub use pod_writer::PodWriter;
+pub use reconcile_metrics::ReconcileMetrics;
 pub use served::wait_until_served;

@@ -4,21 +4,21 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
+
+use super::EventRecorder;
 use serde_json::json;
 
 /// Binds, annotates and deletes pods, and records events about them.
 #[derive(Clone)]
 pub struct PodWriter {
     client: Client,
-    recorder: Recorder,
+    recorder: EventRecorder,
 }
 
 impl PodWriter {
     pub fn new(client: Client, controller: &str) -> Self {
-        let reporter = Reporter { controller: controller.to_string(), instance: std::env::var("POD_NAME").ok() };
-        Self { recorder: Recorder::new(client.clone(), reporter), client }
+        Self { recorder: EventRecorder::new(client.clone(), controller), client }
     }
 
     fn api(&self, pod: &Pod) -> Api<Pod> {
@@ -92,6 +92,6 @@ impl PodWriter {
 
     /// Records an event on the pod. Failing to record one is logged, never fatal.
     pub async fn event(&self, pod: &Pod, warning: bool, reason: &str, action: &str, note: String) {
-        super::publish(&self.recorder, &pod.object_ref(&()), warning, reason, action, note).await;
+        self.recorder.publish(&pod.object_ref(&()), warning, reason, action, note).await;
     }
 }

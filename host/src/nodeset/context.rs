@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 
 use super::blocking_jobs::BlockingJobs;
 use super::resource::NodeSet;
 use super::slurmd_pod::ClusterSettings;
+use crate::kube::{EventRecorder, ReconcileMetrics};
 use crate::policy::{Policies, PolicyError};
 use crate::slurm::{NodeCache, SlurmClient, SlurmError};
 
@@ -24,8 +24,9 @@ pub struct Context {
     /// Every NodeSet's slurmd pods.
     pub pods: Store<Pod>,
     pub nodesets: Store<NodeSet>,
-    pub recorder: Recorder,
+    pub recorder: EventRecorder,
     pub blocking_jobs: BlockingJobs,
+    pub metrics: ReconcileMetrics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +44,6 @@ pub enum Error {
 impl Context {
     /// Records an Event on the NodeSet; failing to is logged, never fatal.
     pub async fn publish(&self, nodeset: &NodeSet, warning: bool, reason: &str, action: &str, note: String) {
-        crate::kube::publish(&self.recorder, &nodeset.object_ref(&()), warning, reason, action, note).await;
+        self.recorder.publish(&nodeset.object_ref(&()), warning, reason, action, note).await;
     }
 }

@@ -6,19 +6,20 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use super::blocking_jobs::BlockingJobs;
-use super::context::Context;
+use super::context::{Context, Error};
 use super::naming::{NODESET_LABEL, SLURM_NODE_LABEL, short_hash};
 use super::owner::SlurmNodeOwner;
 use super::reconcile::{error_policy, reconcile};
 use super::resource::NodeSet;
 use super::slurmd_pod::ClusterSettings;
 use super::targets::pod_owner;
+use crate::kube::{EventRecorder, ReconcileMetrics};
 use crate::policy::Policies;
 use crate::slurm::{NodeCache, NodeChange, SlurmClient};
 
@@ -28,6 +29,7 @@ pub struct Config {
     /// Only the NodeSets of this namespace (e.g. one end-to-end test's); all when None. Nodes and
     /// other NodeSets' slurmd pods are always seen cluster-wide, so a Node is never doubly used.
     pub namespace: Option<String>,
+    pub metrics: ReconcileMetrics,
 }
 
 /// Runs the NodeSet controller until a termination signal arrives. `slurm_nodes` must be polled by
@@ -62,9 +64,8 @@ pub async fn run(
     let changed = slurm_changes(slurm_nodes.subscribe(), pod_store.clone());
     let everything =
         slurm_nodes.subscribe().filter_map(|change| async move { matches!(change, NodeChange::All).then_some(()) });
-    let reporter = Reporter { controller: "sunk-nodeset".into(), instance: std::env::var("POD_NAME").ok() };
     let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: EventRecorder::new(client.clone(), "sunk-nodeset"),
         blocking_jobs: BlockingJobs::new(slurm.clone()),
         client,
         slurm,
@@ -74,6 +75,7 @@ pub async fn run(
         kube_nodes: node_store,
         pods: pod_store,
         nodesets: nodeset_store,
+        metrics: config.metrics,
     });
     tracing::info!("NodeSet controller running");
     controller
@@ -82,7 +84,7 @@ pub async fn run(
         .reconcile_on(changed)
         .reconcile_all_on(everything)
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
+        .run(counted_reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "nodeset controller");
@@ -90,6 +92,12 @@ pub async fn run(
         })
         .await;
     Ok(())
+}
+
+async fn counted_reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let outcome = reconcile(nodeset, ctx.clone()).await;
+    ctx.metrics.count("nodeset", &outcome);
+    outcome
 }
 
 /// Node events that can change what a NodeSet selects or builds: labels, taints, resources, or the

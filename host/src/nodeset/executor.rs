@@ -10,7 +10,7 @@ use serde_json::json;
 use super::context::{Context, Error};
 use super::drain_reason::{self, node_context, termination_event};
 use super::naming::{DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION};
-use super::plan::{Step, Target};
+use super::plan::{Cause, Step, Target};
 use super::resource::NodeSet;
 use super::settings::Settings;
 use super::slurmd_pod::{self, Placement};
@@ -50,7 +50,9 @@ async fn take(ctx: &Context, pass: &Pass<'_>, step: &Step) -> Result<(), Error> 
         }
         Step::DeletePod { pod, uid, cause, forced } => {
             delete_pod(ctx, nodeset, pod, uid).await?;
-            let (reason, note) = if *forced {
+            let (reason, note) = if let Cause::PodFinished(_) = cause {
+                ("SlurmdPodFinished", format!("deleted pod {pod} to replace it: {cause}"))
+            } else if *forced {
                 (
                     "ForcedDeletion",
                     format!(
@@ -60,7 +62,8 @@ async fn take(ctx: &Context, pass: &Pass<'_>, step: &Step) -> Result<(), Error> 
             } else {
                 ("Deleting", format!("deleted pod {pod}: its Slurm node is drained and idle ({cause})"))
             };
-            ctx.publish(nodeset, *forced, reason, "Delete", note).await;
+            let warning = *forced || matches!(cause, Cause::PodFinished(_));
+            ctx.publish(nodeset, warning, reason, "Delete", note).await;
         }
         Step::Drain { pod, slurm_node, cause, in_slurm } => {
             let reason =

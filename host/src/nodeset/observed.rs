@@ -23,8 +23,12 @@ pub struct ObservedPod {
     pub ready: bool,
     /// Being deleted.
     pub terminating: bool,
-    /// Succeeded or Failed: its slurmd is not running and never will again.
-    pub finished: bool,
+    /// Succeeded or Failed (e.g. refused by the kubelet): its slurmd is not running and never will
+    /// again. Says how it ended.
+    pub finished: Option<String>,
+    pub created: Option<SystemTime>,
+    /// The pod's IP: its slurmd registers with it as the Slurm node's address.
+    pub ip: Option<String>,
     /// When the slurmd container started running, if it runs.
     pub slurmd_started: Option<SystemTime>,
     /// The NodeSet asked for its Slurm node to be drained.
@@ -68,11 +72,23 @@ impl ObservedPod {
             conf: annotations.get(CONF_ANNOTATION).cloned().unwrap_or_default(),
             ready,
             terminating: pod.metadata.deletion_timestamp.is_some(),
-            finished: matches!(phase, Some("Succeeded" | "Failed")),
+            finished: matches!(phase, Some("Succeeded" | "Failed")).then(|| how_it_ended(status)),
+            ip: status.and_then(|s| s.pod_ip.clone()),
+            created: pod.metadata.creation_timestamp.as_ref().map(|time| SystemTime::from(time.0)),
             slurmd_started,
             drain,
         }
     }
+}
+
+/// `Failed: OutOfcpu: Node didn't have enough resource: cpu, ...`.
+fn how_it_ended(status: Option<&k8s_openapi::api::core::v1::PodStatus>) -> String {
+    let parts = [
+        status.and_then(|s| s.phase.as_deref()),
+        status.and_then(|s| s.reason.as_deref()),
+        status.and_then(|s| s.message.as_deref()),
+    ];
+    parts.into_iter().flatten().collect::<Vec<_>>().join(": ")
 }
 
 #[cfg(test)]
@@ -129,7 +145,7 @@ mod tests {
         assert_eq!(observed.slurm_node, "w1");
         assert_eq!(observed.revision, "r1");
         assert_eq!(observed.conf, "CPUs=1");
-        assert!(observed.ready && !observed.terminating && !observed.finished);
+        assert!(observed.ready && !observed.terminating && observed.finished.is_none());
         assert_eq!(observed.slurmd_started, Some(SystemTime::from(started)));
         let mark = observed.drain.unwrap();
         assert_eq!(mark.since, SystemTime::from(started));

@@ -63,8 +63,8 @@ pub enum Cause {
     Outdated,
     /// A second pod of the NodeSet on the same Node.
     Duplicate,
-    /// Succeeded or Failed: slurmd no longer runs.
-    PodFinished,
+    /// Succeeded or Failed: slurmd no longer runs. How it ended.
+    PodFinished(String),
 }
 
 impl fmt::Display for Cause {
@@ -76,7 +76,7 @@ impl fmt::Display for Cause {
             Cause::NodeSetDeleted => f.write_str("NodeSet deleted"),
             Cause::Outdated => f.write_str("rolling update"),
             Cause::Duplicate => f.write_str("duplicate slurmd pod on the Node"),
-            Cause::PodFinished => f.write_str("slurmd pod finished"),
+            Cause::PodFinished(how) => write!(f, "slurmd pod finished ({how})"),
         }
     }
 }

@@ -31,6 +31,8 @@ pub const REGISTRATION_GRACE: Duration = Duration::from_secs(30);
 const BLOCKED_RECHECK: Duration = Duration::from_secs(60);
 /// How soon anything else being waited for is looked at again, when no event comes first.
 const WAIT_RECHECK: Duration = Duration::from_secs(10);
+/// A finished (e.g. refused) slurmd pod is replaced no sooner than this after it was created.
+pub const FINISHED_POD_BACKOFF: Duration = Duration::from_secs(10);
 
 pub fn plan(input: &PlanInput) -> Plan {
     let mut plan = Plan::default();
@@ -91,8 +93,8 @@ fn departure(
     if input.deleting {
         return Some(Cause::NodeSetDeleted);
     }
-    if pod.finished {
-        return Some(Cause::PodFinished);
+    if let Some(how) = &pod.finished {
+        return Some(Cause::PodFinished(how.clone()));
     }
     let Some(node) = pod.kube_node.as_deref() else {
         return Some(Cause::NodeGone);
@@ -110,8 +112,15 @@ fn departure(
 /// Drain, wait, then delete: never while a job may run there.
 fn remove(input: &PlanInput, pod: &ObservedPod, cause: Cause, plan: &mut Plan) {
     let delete = |forced| Step::DeletePod { pod: pod.name.clone(), uid: pod.uid.clone(), cause: cause.clone(), forced };
-    if cause == Cause::PodFinished {
-        plan.step(delete(false));
+    if let Cause::PodFinished(how) = &cause {
+        // A pod the kubelet refuses (OutOfcpu, ...) fails at once: replacing it at once would loop.
+        let age = pod.created.and_then(|created| input.now.duration_since(created).ok()).unwrap_or_default();
+        match FINISHED_POD_BACKOFF.checked_sub(age).filter(|left| !left.is_zero()) {
+            Some(left) => {
+                plan.wait(format!("pod {} finished ({how}); replaced in {}s", pod.name, left.as_secs()), Some(left))
+            }
+            None => plan.step(delete(false)),
+        }
         return;
     }
     match input.view(&pod.slurm_node) {
@@ -191,7 +200,7 @@ fn update(input: &PlanInput, targets: &[&Target], kept: &BTreeMap<&str, &Observe
             unavailable += 1;
             continue;
         };
-        let node = known(input, &pod.slurm_node);
+        let node = registered_by(input, pod);
         let responsive = node.as_ref().is_some_and(|n| n.flags().is_responsive());
         let available = pod.ready && responsive;
         let started = pod.drain.is_some();
@@ -240,9 +249,12 @@ fn update(input: &PlanInput, targets: &[&Target], kept: &BTreeMap<&str, &Observe
     }
 }
 
-fn known(input: &PlanInput, slurm_node: &str) -> Option<Node> {
-    match input.view(slurm_node) {
-        SlurmView::Known(node) => Some(*node),
+/// The pod's Slurm node, if the pod's own slurmd registered it: its address is the pod's IP. A
+/// record of the same name from another slurmd (a pod of an earlier NodeSet still shutting down)
+/// is neither available nor ours to label.
+fn registered_by(input: &PlanInput, pod: &ObservedPod) -> Option<Node> {
+    match input.view(&pod.slurm_node) {
+        SlurmView::Known(node) if pod.ip.as_deref().is_some_and(|ip| ip == node.address) => Some(*node),
         _ => None,
     }
 }
@@ -322,7 +334,7 @@ fn clean_records(input: &PlanInput, targets: &[&Target], plan: &mut Plan) {
 
 /// Writes the owner into the Slurm node's comment when it says something else.
 fn set_owner(input: &PlanInput, pod: &ObservedPod, plan: &mut Plan) {
-    let Some(record) = known(input, &pod.slurm_node) else {
+    let Some(record) = registered_by(input, pod) else {
         return;
     };
     let owner = SlurmNodeOwner {

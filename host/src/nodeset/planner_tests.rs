@@ -112,7 +112,9 @@ fn pod(node: &str) -> ObservedPod {
         conf: format!("conf-{node}"),
         ready: true,
         terminating: false,
-        finished: false,
+        finished: None,
+        created: Some(t0() - Duration::from_secs(3600)),
+        ip: Some(format!("ip-{node}")),
         slurmd_started: Some(t0() - Duration::from_secs(3600)),
         drain: None,
     }
@@ -130,7 +132,7 @@ fn marked(mut pod: ObservedPod, ago: Duration, reason: Option<&str>) -> Observed
 fn slurm_node(name: &str, state: &[&str]) -> Node {
     let mut state: Vec<String> = state.iter().map(|s| s.to_string()).collect();
     state.push("DYNAMIC_NORM".into());
-    Node { name: name.into(), state, ..Default::default() }
+    Node { name: name.into(), state, address: format!("ip-{name}"), ..Default::default() }
 }
 
 fn drain_reason(mut node: Node, reason: &str) -> Node {
@@ -318,9 +320,20 @@ fn an_administrators_drain_is_never_overwritten_or_undone() {
 
 #[test]
 fn a_finished_pod_is_deleted_without_a_drain() {
-    let world = World::new(&["a"]).with_pods([ObservedPod { finished: true, ..pod("a") }]);
+    let finished = Some("Failed: OutOfcpu".to_owned());
+    let world = World::new(&["a"]).with_pods([ObservedPod { finished, ..pod("a") }]);
     let world = World { slurm: None, ..world };
     assert_eq!(steps(&world.plan()), ["delete cpu-a"]);
+}
+
+#[test]
+fn a_pod_refused_at_once_is_replaced_only_after_a_backoff() {
+    let refused = ObservedPod { finished: Some("Failed: OutOfcpu".into()), created: Some(t0()), ..pod("a") };
+    let world = World::new(&["a"]).with_pods([refused]);
+    let plan = world.plan();
+    assert!(steps(&plan).is_empty(), "{plan:?}");
+    assert!(plan.waiting.iter().any(|w| w.contains("finished (Failed: OutOfcpu)")), "{:?}", plan.waiting);
+    assert_eq!(plan.requeue_after, Some(FINISHED_POD_BACKOFF));
 }
 
 #[test]
@@ -487,4 +500,12 @@ fn steps_come_in_a_safe_order() {
         ..world
     };
     assert_eq!(steps(&world.plan()), ["forget b", "delete cpu-x", "drain a"]);
+}
+
+#[test]
+fn a_record_registered_from_another_address_is_not_taken_for_the_pods() {
+    let stale = Node { address: "ip-of-a-pod-shutting-down".into(), ..slurm_node("a", &["IDLE"]) };
+    let world = World::new(&["a"]).with_pods([pod("a")]).with_slurm([stale]);
+    let plan = world.plan();
+    assert!(plan.steps.is_empty(), "no owner recorded on a record the pod did not register: {plan:?}");
 }

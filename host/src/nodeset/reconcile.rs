@@ -20,7 +20,7 @@ use super::planner;
 use super::resource::{NodeSet, NodeSetStatus};
 use super::settings::{self, Settings, SpecErrors, Strategy, parse_duration};
 use super::slurmd_pod::revision;
-use super::status::{self, StatusInput, describe_blocked};
+use super::status::{self, StatusInput, what_blocks};
 use super::targets::{self, key_of, pod_owner};
 
 /// Even a settled NodeSet is looked at again this often (claims between NodeSets, missed events).
@@ -77,6 +77,10 @@ pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Actio
         now: SystemTime::now(),
     };
     let plan = planner::plan(&input);
+    if !plan.settled() {
+        let steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
+        tracing::debug!(nodeset = %key, ?steps, waiting = ?plan.waiting, requeue_after = ?plan.requeue_after, "plan");
+    }
     let pass = Pass {
         nodeset: &nodeset,
         settings: settings.as_ref(),
@@ -101,11 +105,11 @@ pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Actio
         blocking_jobs: &blocking_jobs,
         now: Timestamp::now(),
     });
-    if newly_blocked(&previous, &status) {
-        let now = SystemTime::now();
-        for blocked in &plan.blocked {
-            let note =
-                format!("{}: drainTimeout passed, nothing is forced", describe_blocked(blocked, &blocking_jobs, now));
+    let already_reported = blocked_message(&previous);
+    for blocked in &plan.blocked {
+        let what = what_blocks(blocked, &blocking_jobs);
+        if !already_reported.is_some_and(|message| message.contains(&what)) {
+            let note = format!("{what}; drainTimeout passed, nothing is forced");
             ctx.publish(&nodeset, true, "UpdateBlocked", "Drain", note).await;
         }
     }
@@ -131,10 +135,10 @@ fn drain_timeout(nodeset: &NodeSet, settings: Option<&Settings>) -> Duration {
     })
 }
 
-fn newly_blocked(previous: &NodeSetStatus, status: &NodeSetStatus) -> bool {
-    let blocked =
-        |status: &NodeSetStatus| status.conditions.iter().any(|c| c.type_ == "UpdateBlocked" && c.status == "True");
-    blocked(status) && !blocked(previous)
+/// The message of an `UpdateBlocked` condition that is true.
+fn blocked_message(status: &NodeSetStatus) -> Option<&str> {
+    let condition = status.conditions.iter().find(|c| c.type_ == "UpdateBlocked" && c.status == "True")?;
+    Some(&condition.message)
 }
 
 async fn report_invalid(ctx: &Context, nodeset: &NodeSet, errors: &SpecErrors) -> Result<Action, Error> {

@@ -34,7 +34,9 @@ pub fn compose(input: &StatusInput) -> NodeSetStatus {
     status.observed_generation = input.generation;
     status.update_revision = Some(input.revision.to_owned());
     let on_target = |pod: &&ObservedPod| {
-        !pod.terminating && !pod.finished && input.targets.iter().any(|t| pod.kube_node.as_ref() == Some(&t.kube_node))
+        !pod.terminating
+            && pod.finished.is_none()
+            && input.targets.iter().any(|t| pod.kube_node.as_ref() == Some(&t.kube_node))
     };
     let current: Vec<&ObservedPod> = input.pods.iter().filter(on_target).collect();
     let up_to_date = |pod: &&&ObservedPod| {
@@ -171,9 +173,15 @@ fn blocked_condition(input: &StatusInput) -> Verdict {
     Verdict::new("UpdateBlocked", true, "DrainTimeout", parts.join("; "))
 }
 
-/// `Slurm node w1 (pod cpu-w1, rolling update) has drained for 1h2m; jobs 12, 13 still run`.
+/// `Slurm node w1 (pod cpu-w1, rolling update): jobs 12, 13 still run; drained for 1h2m`.
 pub fn describe_blocked(blocked: &Blocked, jobs: &BTreeMap<String, Vec<u32>>, now: SystemTime) -> String {
     let waited = human(now.duration_since(blocked.since).unwrap_or_default());
+    format!("{}; drained for {waited}", what_blocks(blocked, jobs))
+}
+
+/// What blocks, without how long: it changes only when the node or its jobs do, so an Event is due
+/// exactly when a condition message lacks it.
+pub fn what_blocks(blocked: &Blocked, jobs: &BTreeMap<String, Vec<u32>>) -> String {
     let jobs = match jobs.get(&blocked.slurm_node) {
         Some(ids) if !ids.is_empty() => {
             let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
@@ -181,10 +189,7 @@ pub fn describe_blocked(blocked: &Blocked, jobs: &BTreeMap<String, Vec<u32>>, no
         }
         _ => "its jobs still run".to_owned(),
     };
-    format!(
-        "Slurm node {} (pod {}, {}) has drained for {waited}; {jobs}",
-        blocked.slurm_node, blocked.pod, blocked.cause
-    )
+    format!("Slurm node {} (pod {}, {}): {jobs}", blocked.slurm_node, blocked.pod, blocked.cause)
 }
 
 fn human(duration: Duration) -> String {

@@ -16,7 +16,9 @@ fn pod(node: &str, revision: &str, ready: bool) -> ObservedPod {
         conf: "c".into(),
         ready,
         terminating: false,
-        finished: false,
+        finished: None,
+        created: None,
+        ip: None,
         slurmd_started: None,
         drain: None,
     }
@@ -110,7 +112,7 @@ fn a_blocked_drain_names_its_jobs() {
     };
     let jobs = BTreeMap::from([("a".to_string(), vec![12, 13])]);
     let text = describe_blocked(&blocked, &jobs, SystemTime::from(now()));
-    assert_eq!(text, "Slurm node a (pod cpu-a, rolling update) has drained for 1h2m; jobs 12, 13 still run");
+    assert_eq!(text, "Slurm node a (pod cpu-a, rolling update): jobs 12, 13 still run; drained for 1h2m");
     let plan = Plan { blocked: vec![blocked], ..Default::default() };
     let slurm = NodeSnapshot::new([], SystemTime::now());
     let status = compose_with(&plan, Ok(&slurm), &NodeSetStatus::default());
