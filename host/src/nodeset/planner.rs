@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::claims::NodeSetKey;
+use super::naming::pod_name;
 use super::observed::ObservedPod;
 use super::owner::SlurmNodeOwner;
 use super::plan::{Blocked, Cause, Departure, Plan, PlanInput, Step, Target};
@@ -311,9 +312,14 @@ fn clean_records(input: &PlanInput, targets: &[&Target], plan: &mut Plan) {
     for record in records {
         let owner = owner_key(record);
         let named_for_target = targets.iter().find(|t| t.slurm_node == record.name);
+        // Without an owner yet (its pod went before the owner was recorded), the record is ours
+        // when one of our pods registered it: slurmd registers with its pod's name as host name.
         let ours = match &owner {
             Some(owner) => owner == input.owner,
-            None => named_for_target.is_some_and(|t| !input.occupied.contains_key(&t.kube_node)),
+            None => {
+                named_for_target.is_some_and(|t| !input.occupied.contains_key(&t.kube_node))
+                    || record.hostname == pod_name(&input.owner.name, &record.name)
+            }
         };
         if !ours || input.pods.iter().any(|pod| pod.slurm_node == record.name) {
             continue;

@@ -509,3 +509,18 @@ fn a_record_registered_from_another_address_is_not_taken_for_the_pods() {
     let plan = world.plan();
     assert!(plan.steps.is_empty(), "no owner recorded on a record the pod did not register: {plan:?}");
 }
+
+#[test]
+fn a_record_left_by_a_pod_gone_before_its_owner_was_recorded_is_removed() {
+    // The Node stopped matching right after its slurmd registered: no comment, not a target.
+    let left = Node { hostname: "cpu-gone".into(), ..slurm_node("gone", &["IDLE"]) };
+    let world = World::new(&["a"]).with_pods([pod("a")]).with_slurm([world_record("a"), left]);
+    assert_eq!(steps(&world.plan()), ["forget gone"]);
+    let foreign = Node { hostname: "other-gone".into(), ..slurm_node("gone", &["IDLE"]) };
+    let world = World::new(&["a"]).with_pods([pod("a")]).with_slurm([world_record("a"), foreign]);
+    assert!(steps(&world.plan()).is_empty());
+}
+
+fn world_record(node: &str) -> Node {
+    World::new(&[node]).registered(&pod(node), &["IDLE"])
+}

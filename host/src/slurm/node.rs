@@ -32,6 +32,9 @@ pub struct Node {
     pub features: Vec<String>,
     #[serde(default)]
     pub address: String,
+    /// The host name slurmd registered from (a slurmd pod's name).
+    #[serde(default)]
+    pub hostname: String,
     #[serde(default, deserialize_with = "list_or_csv")]
     pub partitions: Vec<String>,
 }
