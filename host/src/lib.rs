@@ -13,4 +13,5 @@ pub mod nodeset;
 pub mod policy;
 pub mod scheduler;
 pub mod slurm;
+pub mod syncer;
 pub mod tls;

@@ -79,6 +79,14 @@ pub struct HostArgs {
     /// Only the NodeSets of this namespace; all namespaces by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
     nodeset_namespace: Option<String>,
+    /// Runs the Syncer (Slurm node state <-> Kubernetes Nodes and slurmd pods; cordons and node
+    /// problems drain Slurm nodes). `--syncer=false` turns it off.
+    #[arg(long, env = "SUNK_SYNCER", default_value_t = true, action = clap::ArgAction::Set)]
+    syncer: bool,
+    /// Node condition types, besides `Ready`, whose state the drain policy is shown (node-problem-
+    /// detector style, e.g. `GpuUnhealthy,KernelDeadlock`). Comma-separated or repeated.
+    #[arg(long = "drain-conditions", env = "SUNK_DRAIN_CONDITIONS", value_delimiter = ',')]
+    drain_conditions: Vec<String>,
 }
 
 /// The namespace a pod's service account lives in, when running in a cluster.
@@ -91,8 +99,8 @@ pub fn run(args: HostArgs) -> anyhow::Result<()> {
 
 async fn serve(args: HostArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
-        args.scheduler || args.nodeset_controller,
-        "--scheduler=false and --nodeset-controller=false leave the host nothing to do"
+        args.scheduler || args.nodeset_controller || args.syncer,
+        "--scheduler=false, --nodeset-controller=false and --syncer=false leave the host nothing to do"
     );
     let key = std::fs::read(&args.slurm_jwt_key)
         .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
@@ -107,7 +115,6 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
     policies.metrics.register(&mut registry);
     let reconcile_metrics = crate::kube::ReconcileMetrics::default();
     reconcile_metrics.register(&mut registry);
-    http::serve(args.http_addr, registry).await?;
 
     let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
     tokio::spawn(delivery::run(client.clone(), namespace, policies.clone()));
@@ -117,13 +124,28 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
     let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
     // The controllers this host runs, side by side; the first to fail ends the host.
     let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
+    // One cache of Slurm's nodes, polled once, read by every controller that needs it.
+    let slurm_nodes = NodeCache::new(NodeCacheConfig::every(poll_interval));
+    if args.nodeset_controller || args.syncer {
+        slurm_nodes.register(&mut registry);
+        tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+    }
+    if args.syncer {
+        let metrics = crate::syncer::SyncerMetrics::default();
+        metrics.register(&mut registry);
+        let config = crate::syncer::Config {
+            watched_conditions: args.drain_conditions.clone(),
+            metrics,
+            passes: reconcile_metrics.clone(),
+        };
+        let syncer = crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
+        controllers.push(syncer.boxed());
+    }
     if args.nodeset_controller {
         let cluster = ClusterSettings {
             conf_server: conf_server(args.slurmctld_address.as_deref(), &args.slurm_url)?,
             slurm_key_secret: args.slurm_key_secret.clone(),
         };
-        let slurm_nodes = NodeCache::new(NodeCacheConfig::every(poll_interval));
-        tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
         let config =
             nodeset::Config { cluster, namespace: args.nodeset_namespace.clone(), metrics: reconcile_metrics.clone() };
         controllers.push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
@@ -143,6 +165,7 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
         };
         controllers.push(scheduler::run(client, slurm, policies, config).boxed());
     }
+    http::serve(args.http_addr, registry).await?;
     futures::future::try_join_all(controllers).await.map(drop)
 }
 

@@ -17,6 +17,8 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::Stream;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use tokio::sync::broadcast;
 
 use super::{Node, NodesPage, SlurmClient, SlurmError};
@@ -123,12 +125,25 @@ pub struct NodeCache {
     state: Arc<RwLock<State>>,
     changes: broadcast::Sender<NodeChange>,
     config: NodeCacheConfig,
+    polls: Counter,
+    requests: Counter,
 }
 
 impl NodeCache {
     pub fn new(config: NodeCacheConfig) -> Self {
         let (changes, _) = broadcast::channel(256);
-        Self { state: Arc::default(), changes, config }
+        Self { state: Arc::default(), changes, config, polls: Counter::default(), requests: Counter::default() }
+    }
+
+    /// Adds the poll and request counters (their ratio: Slurm requests per poll, whatever the
+    /// number of nodes) to `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register("sunk_slurm_node_polls", "Polls of Slurm's node listing", self.polls.clone());
+        registry.register(
+            "sunk_slurm_node_requests",
+            "Requests to slurmrestd for node listings (1 per poll, 2 when its partition quirk forces a full one)",
+            self.requests.clone(),
+        );
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -176,8 +191,13 @@ impl NodeCache {
     /// One poll: one request, two when slurmrestd's partition quirk forces a full listing.
     pub async fn poll_once<S: NodeSource>(&self, source: &S) -> Result<(), SlurmError> {
         let since = self.next_since();
+        self.polls.inc();
+        self.requests.inc();
         let page = match source.list_nodes(since).await {
-            Err(error) if since.is_some() && error.is_partitions_unchanged() => source.list_nodes(None).await,
+            Err(error) if since.is_some() && error.is_partitions_unchanged() => {
+                self.requests.inc();
+                source.list_nodes(None).await
+            }
             other => other,
         };
         let was_readable = self.snapshot().is_ok();

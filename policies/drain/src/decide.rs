@@ -6,7 +6,8 @@
 
 use crate::sunk::policy::common::KeyValue;
 use crate::sunk::policy::drain_types::{
-    ConditionChange, Cordon, DrainDecision, NodeAction, NodeContext, NodeEvent, PodTermination, SlurmStateChange,
+    ConditionChange, Cordon, DrainDecision, LabelChange, NodeAction, NodeContext, NodeEvent, PodTermination,
+    SlurmStateChange,
 };
 
 /// Slurm keeps reasons as free text; long ones are cut here so they stay readable in `sinfo -R`.
@@ -19,6 +20,8 @@ const HEALTHY_WHEN_TRUE: &[&str] = &["Ready"];
 /// Conditions that say nothing about whether Slurm jobs can run there: a CNI route being set up does not
 /// stop slurmd, which uses the host network.
 const IGNORED: &[&str] = &["NetworkUnavailable"];
+/// The Node label an operator sets to drain the Slurm node; its value says why.
+const DRAIN_LABEL: &str = "sunk.dev/drain";
 
 pub fn on_node_event(event: &NodeEvent, node: &NodeContext) -> DrainDecision {
     match event {
@@ -26,7 +29,7 @@ pub fn on_node_event(event: &NodeEvent, node: &NodeContext) -> DrainDecision {
         NodeEvent::Uncordoned => resume_if_reason_starts(node, &format!("{PREFIX}cordoned")),
         NodeEvent::ConditionChanged(change) => on_condition(change, node),
         NodeEvent::PodTerminating(pod) => drain(termination_reason(pod)),
-        NodeEvent::LabelChanged(_) => keep(),
+        NodeEvent::LabelChanged(change) => on_label(change, node),
         NodeEvent::SlurmStateChanged(change) => mirror_slurm_state(change),
     }
 }
@@ -45,6 +48,17 @@ fn termination_reason(pod: &PodTermination) -> String {
         reason.push_str(why);
     }
     reason
+}
+
+/// `sunk.dev/drain=<why>` drains, its removal resumes; other labels mean nothing here.
+fn on_label(change: &LabelChange, node: &NodeContext) -> DrainDecision {
+    if change.key != DRAIN_LABEL {
+        return keep();
+    }
+    match &change.after {
+        Some(why) => drain(format!("{PREFIX}drain requested ({DRAIN_LABEL}={why})")),
+        None => resume_if_reason_starts(node, &format!("{PREFIX}drain requested")),
+    }
 }
 
 fn on_condition(change: &ConditionChange, node: &NodeContext) -> DrainDecision {
@@ -109,7 +123,7 @@ fn truncate(mut text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sunk::policy::drain_types::{Condition, LabelChange};
+    use crate::sunk::policy::drain_types::Condition;
 
     fn node(reason: Option<&str>) -> NodeContext {
         NodeContext {
@@ -195,7 +209,18 @@ mod tests {
     }
 
     #[test]
-    fn labels_are_ignored_and_slurm_state_is_mirrored() {
+    fn the_drain_label_drains_and_its_removal_resumes() {
+        let label = |after: Option<&str>| {
+            NodeEvent::LabelChanged(LabelChange { key: DRAIN_LABEL.into(), before: None, after: after.map(Into::into) })
+        };
+        assert_eq!(action(label(Some("bad-dimm")), None), drained("k8s: drain requested (sunk.dev/drain=bad-dimm)"));
+        let ours = "k8s: drain requested (sunk.dev/drain=bad-dimm)";
+        assert_eq!(action(label(None), Some(ours)), NodeAction::Resume);
+        assert_eq!(action(label(None), Some("k8s: cordoned")), NodeAction::Keep);
+    }
+
+    #[test]
+    fn other_labels_are_ignored_and_slurm_state_is_mirrored() {
         let label = NodeEvent::LabelChanged(LabelChange { key: "x".into(), before: None, after: Some("y".into()) });
         assert_eq!(on_node_event(&label, &node(None)), keep());
         let change = SlurmStateChange {

@@ -20,7 +20,7 @@ pub const SCHEDULER: &str = "sunk";
 pub const SUNK_IMAGE_REPOSITORY: &str = "localhost/sunk/sunk";
 pub const SUNK_IMAGE_TAG: &str = "dev";
 
-fn repo_root() -> PathBuf {
+pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -95,13 +95,20 @@ impl Cluster {
         Ok(Self { kube, slurm, namespace, hosts: Vec::new(), http_ports: Vec::new() })
     }
 
+    /// A client for the local cluster as its admin, for work outside any test's namespace.
+    pub async fn client() -> anyhow::Result<Client> {
+        sunk::tls::install_crypto_provider();
+        sunk::kube::connect(Some(&state_dir().join("kubeconfig"))).await
+    }
+
     pub fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.kube.clone(), &self.namespace)
     }
 
     /// Starts `sunk host` as the cluster admin, with extra environment (e.g. failpoints). Its
-    /// NodeSet controller is off unless `env` turns it on (`SUNK_NODESET_CONTROLLER=true`): the
-    /// local cluster's own NodeSet is kept by the cluster's host.
+    /// NodeSet controller and Syncer are off unless `env` turns them on (`SUNK_NODESET_CONTROLLER=true`,
+    /// `SUNK_SYNCER=true`): the local cluster's own NodeSet is kept by the cluster's host, and two
+    /// Syncers would argue over the same Nodes.
     pub fn start_host(&mut self, env: &[(&str, &str)]) -> anyhow::Result<usize> {
         let state = state_dir();
         let binary = sunk_binary();
@@ -128,6 +135,7 @@ impl Cluster {
             .arg("--http-addr")
             .arg(format!("127.0.0.1:{http_port}"))
             .env("SUNK_NODESET_CONTROLLER", "false")
+            .env("SUNK_SYNCER", "false")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
@@ -157,6 +165,11 @@ impl Cluster {
     /// Runs the `sunk` binary with `args` as the cluster admin; returns its output.
     pub fn sunk_cli(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
         Ok(self.sunk_command(args).output()?)
+    }
+
+    /// The process id of a host started earlier.
+    pub fn host_pid(&self, host: usize) -> u32 {
+        self.hosts[host].id()
     }
 
     /// Kills a host started earlier (SIGKILL), as a crash would.

@@ -1,0 +1,36 @@
+//! What every Syncer pass shares, and how one fails.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::runtime::reflector::Store;
+
+use super::metrics::SyncerMetrics;
+use crate::kube::EventRecorder;
+use crate::policy::{Policies, PolicyError};
+use crate::slurm::{NodeCache, SlurmClient, SlurmError};
+
+pub struct Context {
+    pub client: Client,
+    pub slurm: SlurmClient,
+    /// Slurm's nodes, shared with the other controllers.
+    pub slurm_nodes: NodeCache,
+    pub policies: Arc<Policies>,
+    /// Every slurmd pod (labelled with its Slurm node), in every namespace.
+    pub pods: Store<Pod>,
+    pub recorder: EventRecorder,
+    /// Node condition types (besides `Ready`) whose state is shown to the drain policy.
+    pub watched_conditions: Vec<String>,
+    pub metrics: SyncerMetrics,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Slurm(#[from] SlurmError),
+    #[error("the drain policy decided nothing: {0}")]
+    Policy(#[from] PolicyError),
+}

@@ -1,0 +1,99 @@
+//! What the Syncer does to one Slurm node in one pass: drain it, resume it, or leave it. Pure; the
+//! policy is asked through `ask`.
+//!
+//! Ownership: sunk owns only drains whose reason starts with `k8s:`. An administrator's drain is
+//! never resumed, overwritten or re-worded; a drain the NodeSet controller set for a pod it removes
+//! (the pod carries its mark) is the NodeSet's to undo.
+
+use crate::policy::{DrainDecision, KeyValue, NodeAction, NodeEvent, PolicyError};
+use crate::slurm;
+
+use super::causes::Cause;
+
+/// Every drain sunk sets starts with this, so only those are ever undone.
+pub use crate::nodeset::OWNED_PREFIX;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Nothing,
+    Drain {
+        reason: String,
+        /// The cause's key, recorded on the pod so the drain can be undone for that cause only.
+        cause: String,
+        /// Slurm had this very drain undone while its cause persists.
+        reapplied: bool,
+    },
+    Resume {
+        cause: Option<String>,
+    },
+}
+
+/// The decision, and the annotations the policy asked for on the slurmd pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub action: Action,
+    pub annotations: Vec<KeyValue>,
+}
+
+pub struct DecideInput<'a> {
+    pub causes: &'a [Cause],
+    pub slurm: &'a slurm::Node,
+    /// The cause the Syncer last drained the node for (from the pod), if any.
+    pub drained_for: Option<&'a str>,
+    /// The event that clears `drained_for`, as the Node is now.
+    pub cleared: Option<NodeEvent>,
+    /// The NodeSet controller is removing the pod and owns the node's drain meanwhile.
+    pub nodeset_owned: bool,
+}
+
+pub fn decide(
+    input: &DecideInput,
+    mut ask: impl FnMut(&NodeEvent) -> Result<DrainDecision, PolicyError>,
+) -> Result<Decided, PolicyError> {
+    let mut annotations = Vec::new();
+    let mut wanted: Option<(String, &Cause)> = None;
+    for cause in input.causes {
+        let decision = ask(&cause.event)?;
+        annotations.extend(decision.annotations);
+        if let (NodeAction::Drain(reason), None) = (decision.action, &wanted) {
+            wanted = Some((owned(reason), cause));
+        }
+    }
+    let flags = input.slurm.flags();
+    let drained = flags.is_draining();
+    let reason = input.slurm.reason.as_str();
+    let nothing = |annotations| Ok(Decided { action: Action::Nothing, annotations });
+    if input.nodeset_owned || (drained && !reason.starts_with(OWNED_PREFIX)) {
+        return nothing(annotations);
+    }
+    let action = match wanted {
+        Some((wanted, _)) if drained && reason == wanted => Action::Nothing,
+        Some((wanted, cause)) => Action::Drain {
+            reapplied: !drained && reason == wanted && input.drained_for == Some(cause.key.as_str()),
+            reason: wanted,
+            cause: cause.key.clone(),
+        },
+        None if !drained => Action::Nothing,
+        None => match &input.cleared {
+            Some(event) => {
+                let decision = ask(event)?;
+                annotations.extend(decision.annotations);
+                match decision.action {
+                    NodeAction::Resume => Action::Resume { cause: input.drained_for.map(str::to_owned) },
+                    NodeAction::Keep | NodeAction::Drain(_) => Action::Nothing,
+                }
+            }
+            // No cause left and none recorded: nothing of sunk's keeps the node drained.
+            None => Action::Resume { cause: None },
+        },
+    };
+    Ok(Decided { action, annotations })
+}
+
+fn owned(reason: String) -> String {
+    if reason.starts_with(OWNED_PREFIX) { reason } else { format!("{OWNED_PREFIX} {reason}") }
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

@@ -1,0 +1,94 @@
+use super::*;
+use crate::policy::{Cordon, NodeEvent};
+use crate::syncer::causes::Cause;
+
+fn node(state: &[&str], reason: &str) -> slurm::Node {
+    slurm::Node {
+        name: "n1".into(),
+        state: state.iter().map(|s| s.to_string()).collect(),
+        reason: reason.into(),
+        ..Default::default()
+    }
+}
+
+fn cordon() -> Cause {
+    Cause { key: "cordon".into(), event: NodeEvent::Cordoned(Cordon { by: None }) }
+}
+
+/// A policy that drains for a cordon with `k8s: cordoned`, and resumes on an uncordon.
+fn policy(event: &NodeEvent) -> Result<DrainDecision, PolicyError> {
+    let action = match event {
+        NodeEvent::Cordoned(_) => NodeAction::Drain("k8s: cordoned".into()),
+        NodeEvent::Uncordoned => NodeAction::Resume,
+        _ => NodeAction::Keep,
+    };
+    Ok(DrainDecision { action, annotations: vec![] })
+}
+
+fn run(causes: &[Cause], slurm: &slurm::Node, drained_for: Option<&str>, cleared: Option<NodeEvent>) -> Action {
+    let input = DecideInput { causes, slurm, drained_for, cleared, nodeset_owned: false };
+    decide(&input, policy).unwrap().action
+}
+
+#[test]
+fn a_cordon_drains_once() {
+    let drain = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    assert_eq!(run(&[cordon()], &node(&["IDLE"], ""), None, None), drain);
+    assert_eq!(run(&[cordon()], &node(&["IDLE", "DRAIN"], "k8s: cordoned"), Some("cordon"), None), Action::Nothing);
+}
+
+#[test]
+fn an_administrators_drain_is_never_touched() {
+    let admin = node(&["IDLE", "DRAIN"], "bad dimm");
+    assert_eq!(run(&[cordon()], &admin, None, None), Action::Nothing);
+    assert_eq!(run(&[], &admin, Some("cordon"), Some(NodeEvent::Uncordoned)), Action::Nothing);
+}
+
+#[test]
+fn a_resume_undoes_only_the_recorded_cause_when_the_policy_agrees() {
+    let drained = node(&["IDLE", "DRAIN"], "k8s: cordoned");
+    assert_eq!(
+        run(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)),
+        Action::Resume { cause: Some("cordon".into()) }
+    );
+    // The policy keeps the drain for a cleared label: nothing happens.
+    let label = NodeEvent::LabelChanged(crate::policy::LabelChange { key: "x".into(), before: None, after: None });
+    assert_eq!(run(&[], &drained, Some("label/x"), Some(label)), Action::Nothing);
+}
+
+#[test]
+fn a_drain_resumed_in_slurm_while_its_cause_persists_is_reapplied() {
+    // Slurm keeps the reason after a resume.
+    let resumed = node(&["IDLE"], "k8s: cordoned");
+    let again = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: true };
+    assert_eq!(run(&[cordon()], &resumed, Some("cordon"), None), again);
+}
+
+#[test]
+fn the_nodesets_drain_is_left_to_it_and_reasons_are_always_owned() {
+    let input = DecideInput {
+        causes: &[cordon()],
+        slurm: &node(&["IDLE"], ""),
+        drained_for: None,
+        cleared: None,
+        nodeset_owned: true,
+    };
+    assert_eq!(decide(&input, policy).unwrap().action, Action::Nothing);
+    let unowned =
+        |_: &NodeEvent| Ok(DrainDecision { action: NodeAction::Drain("maintenance".into()), annotations: vec![] });
+    let input = DecideInput { nodeset_owned: false, ..input };
+    let Action::Drain { reason, .. } = decide(&input, unowned).unwrap().action else { panic!("drains") };
+    assert_eq!(reason, "k8s: maintenance");
+}
+
+#[test]
+fn a_policy_failure_decides_nothing() {
+    let input = DecideInput {
+        causes: &[cordon()],
+        slurm: &node(&["IDLE"], ""),
+        drained_for: None,
+        cleared: None,
+        nodeset_owned: false,
+    };
+    assert!(decide(&input, |_| Err(PolicyError::Timeout)).is_err());
+}

@@ -1,0 +1,126 @@
+//! Slurm's view of a node, as Kubernetes shows it: conditions and annotations on the slurmd pod,
+//! conditions on the Node. Pure: builds what should be there and the patches that get it there.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+use crate::slurm;
+
+/// Pod annotations mirroring Slurm: its state flags joined by `+`, and the drain reason.
+pub const STATE_ANNOTATION: &str = "sunk.dev/slurm-state";
+pub const DRAIN_ANNOTATION: &str = "sunk.dev/drain";
+/// The drain annotation CoreWeave's SUNK sets, for users migrating from it.
+pub const LEGACY_DRAIN_ANNOTATION: &str = "sunk.coreweave.com/drain";
+/// Pod annotation: the cause the Syncer drained the Slurm node for (its own memory, not a mirror).
+pub const DRAINED_FOR_ANNOTATION: &str = "sunk.dev/drained-for";
+
+const POD_CONDITION_PREFIX: &str = "SlurmNode";
+/// Slurm state flags shown as pod conditions (`SlurmNodeDrain`, ...); the rest are bookkeeping.
+const FLAG_CONDITIONS: &[&str] =
+    &["COMPLETING", "DRAIN", "FAIL", "INVALID", "INVALID_REG", "MAINTENANCE", "NOT_RESPONDING", "UNDRAIN"];
+/// Node conditions, each True when the Slurm node has the flag.
+const NODE_CONDITIONS: &[(&str, &str)] = &[("SlurmDrain", "DRAIN"), ("SlurmNotResponding", "NOT_RESPONDING")];
+
+/// `NOT_RESPONDING` -> `NotResponding`.
+fn camel(flag: &str) -> String {
+    flag.split('_')
+        .map(|word| {
+            let lower = word.to_ascii_lowercase();
+            let mut chars = lower.chars();
+            chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The `SlurmNode*` pod conditions the node's state calls for: its base state, then its flags, each
+/// True, with Slurm's reason as the message.
+pub fn pod_conditions(node: &slurm::Node) -> BTreeMap<String, String> {
+    let flags = node.flags();
+    let mut wanted = BTreeMap::new();
+    wanted.insert(format!("{POD_CONDITION_PREFIX}{}", camel(flags.base())), node.reason.clone());
+    for flag in FLAG_CONDITIONS.iter().filter(|flag| flags.has(flag)) {
+        wanted.insert(format!("{POD_CONDITION_PREFIX}{}", camel(flag)), node.reason.clone());
+    }
+    wanted
+}
+
+/// A strategic-merge patch of `pods/status` that sets the wanted `SlurmNode*` conditions and deletes
+/// stale ones; None when the pod already shows exactly them.
+pub fn pod_status_patch(pod: &Pod, wanted: &BTreeMap<String, String>, now: &str) -> Option<Value> {
+    let current: BTreeMap<String, String> = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_.starts_with(POD_CONDITION_PREFIX) && c.status == "True")
+        .map(|c| (c.type_.clone(), c.message.clone().unwrap_or_default()))
+        .collect();
+    if current == *wanted {
+        return None;
+    }
+    let mut conditions: Vec<Value> = wanted
+        .iter()
+        .filter(|(type_, message)| current.get(*type_) != Some(*message))
+        .map(|(type_, message)| {
+            json!({"type": type_, "status": "True", "reason": "Slurm", "message": message, "lastTransitionTime": now})
+        })
+        .collect();
+    conditions.extend(
+        current
+            .keys()
+            .filter(|type_| !wanted.contains_key(*type_))
+            .map(|type_| json!({"type": type_, "$patch": "delete"})),
+    );
+    Some(json!({"status": {"conditions": conditions}}))
+}
+
+/// The pod's mirror annotations for the node's state (None removes one).
+pub fn pod_annotations(node: &slurm::Node) -> BTreeMap<&'static str, Option<String>> {
+    let drain = node.flags().has("DRAIN").then(|| node.reason.clone());
+    BTreeMap::from([
+        (STATE_ANNOTATION, Some(node.state.join("+"))),
+        (DRAIN_ANNOTATION, drain.clone()),
+        (LEGACY_DRAIN_ANNOTATION, drain),
+    ])
+}
+
+/// Only the annotations that differ from the pod's, as a merge patch body; None when all match.
+pub fn annotation_patch(pod: &Pod, wanted: &BTreeMap<String, Option<String>>) -> Option<Value> {
+    let current = pod.annotations();
+    let changes: serde_json::Map<String, Value> = wanted
+        .iter()
+        .filter(|(key, value)| current.get(*key) != value.as_ref())
+        .map(|(key, value)| (key.clone(), value.clone().map_or(Value::Null, Value::String)))
+        .collect();
+    (!changes.is_empty()).then(|| json!({"metadata": {"annotations": changes}}))
+}
+
+/// A strategic-merge patch of `nodes/status` for `SlurmDrain` and `SlurmNotResponding`; None when
+/// the Node already says so.
+pub fn node_status_patch(kube_node: &Node, slurm_node: &slurm::Node, now: &str) -> Option<Value> {
+    let current = kube_node.status.as_ref().and_then(|status| status.conditions.as_ref());
+    let conditions: Vec<Value> = NODE_CONDITIONS
+        .iter()
+        .filter_map(|(type_, flag)| {
+            let on = slurm_node.flags().has(flag);
+            let status = if on { "True" } else { "False" };
+            let message = if on { slurm_node.reason.clone() } else { String::new() };
+            let existing = current.into_iter().flatten().find(|c| c.type_ == *type_);
+            let same = existing.is_some_and(|c| c.status == status && c.message.as_deref().unwrap_or("") == message);
+            let reason = if on { format!("Slurm{}", camel(flag)) } else { "SlurmOk".to_owned() };
+            (!same).then(|| {
+                json!({"type": type_, "status": status, "reason": reason, "message": message,
+                       "lastTransitionTime": now, "lastHeartbeatTime": now})
+            })
+        })
+        .collect();
+    (!conditions.is_empty()).then(|| json!({"status": {"conditions": conditions}}))
+}
+
+#[cfg(test)]
+#[path = "mirror_tests.rs"]
+mod tests;

@@ -1,0 +1,199 @@
+//! One pass over one Kubernetes Node that runs a slurmd pod: Kubernetes -> Slurm (drain, resume,
+//! as the drain policy decides), then Slurm -> Kubernetes (conditions and annotations). Everything
+//! is re-derived from the Node, its pod and the shared Slurm node cache, so a restart, a missed
+//! event or a Slurm outage only delays what is due.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::{Resource, ResourceExt};
+
+use super::causes;
+use super::context::{Context, Error};
+use super::decide::{Action, DecideInput, Decided, OWNED_PREFIX, decide};
+use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
+use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, node_context};
+use crate::policy::worlds::NodeEventInput;
+use crate::policy::{NodeEvent, SlurmStateChange};
+use crate::slurm::{self, NodeUpdate};
+
+/// Even a settled Node is looked at again this often.
+const RESYNC: Duration = Duration::from_secs(300);
+/// While Slurm cannot be read, or a slurmd has not registered yet.
+const RETRY: Duration = Duration::from_secs(5);
+
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let listed = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
+    if !listed(ctx.pods.wait_until_ready().now_or_never()) {
+        return Ok(Requeue::requeue(Duration::from_millis(500)));
+    }
+    let name = node.name_any();
+    let Some(pod) = slurmd_pod_on(&ctx, &name) else {
+        return Ok(Requeue::await_change());
+    };
+    let slurm_name = pod.labels().get(SLURM_NODE_LABEL).cloned().unwrap_or_default();
+    // Fail closed: nothing is drained, resumed or un-mirrored on a view that cannot be trusted.
+    let Ok(snapshot) = ctx.slurm_nodes.snapshot() else {
+        return Ok(Requeue::requeue(RETRY));
+    };
+    let Some(slurm_node) = snapshot.get(&slurm_name) else {
+        return Ok(Requeue::requeue(RETRY));
+    };
+    ctx.metrics.observe_view_age(snapshot.confirmed_at);
+
+    let decided = decide_for(&ctx, &node, &pod, slurm_node)?;
+    let mut annotations: BTreeMap<String, Option<String>> =
+        mirror::pod_annotations(slurm_node).into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+    apply(&ctx, &node, slurm_node, &decided.action, &mut annotations).await?;
+    for kv in decided.annotations.into_iter().chain(slurm_state_annotations(&ctx, &node, &pod, slurm_node).await?) {
+        annotations.insert(kv.key, (!kv.value.is_empty()).then_some(kv.value));
+    }
+
+    let now = Timestamp::now().to_string();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    if let Some(patch) = mirror::annotation_patch(&pod, &annotations) {
+        ignore_gone(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?;
+    }
+    if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(slurm_node), &now) {
+        ignore_gone(pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await)?;
+    }
+    if let Some(patch) = mirror::node_status_patch(&node, slurm_node, &now) {
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        ignore_gone(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
+    }
+    Ok(Requeue::requeue(RESYNC))
+}
+
+pub fn error_policy(node: Arc<Node>, error: &Error, _ctx: Arc<Context>) -> Requeue {
+    tracing::warn!(node = %node.name_any(), %error, "sync failed; retrying");
+    Requeue::requeue(RETRY)
+}
+
+/// The slurmd pod running on the Node: any NodeSet's, the newest if a replacement overlaps.
+fn slurmd_pod_on(ctx: &Context, node: &str) -> Option<Arc<Pod>> {
+    ctx.pods
+        .state()
+        .into_iter()
+        .filter(|pod| pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node))
+        .filter(|pod| !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
+        .max_by_key(|pod| pod.metadata.creation_timestamp.clone())
+}
+
+fn decide_for(ctx: &Context, node: &Node, pod: &Pod, slurm_node: &slurm::Node) -> Result<Decided, Error> {
+    let causes = causes::present(node, pod, &ctx.watched_conditions);
+    let drained_for = pod.annotations().get(DRAINED_FOR_ANNOTATION).map(String::as_str);
+    let input = DecideInput {
+        causes: &causes,
+        slurm: slurm_node,
+        drained_for,
+        cleared: drained_for.and_then(|key| causes::cleared(key, node)),
+        nodeset_owned: pod.annotations().contains_key(DRAIN_SINCE_ANNOTATION),
+    };
+    let context = node_context(&slurm_node.name, Some(node), Some(slurm_node));
+    // A decision may compute for its whole fuel budget: off the async workers.
+    let decided = tokio::task::block_in_place(|| {
+        decide(&input, |event| {
+            ctx.policies.drain.decide(&NodeEventInput { event: event.clone(), node: context.clone() })
+        })
+    })?;
+    Ok(decided)
+}
+
+/// Carries the decision out in Slurm and notes it on the pod (`annotations`) and in an Event.
+async fn apply(
+    ctx: &Context,
+    node: &Node,
+    slurm_node: &slurm::Node,
+    action: &Action,
+    annotations: &mut BTreeMap<String, Option<String>>,
+) -> Result<(), Error> {
+    let about = node.object_ref(&());
+    match action {
+        Action::Nothing => {}
+        Action::Drain { reason, cause, reapplied } => {
+            ctx.slurm.update_node(&slurm_node.name, &NodeUpdate::drain(reason)).await?;
+            annotations.insert(DRAINED_FOR_ANNOTATION.into(), Some(cause.clone()));
+            annotations.insert(mirror::DRAIN_ANNOTATION.into(), Some(reason.clone()));
+            let (event, note) = if *reapplied {
+                (
+                    "SlurmDrainReapplied",
+                    format!(
+                        "Slurm node {} was resumed while {cause} persists: drained again: {reason}",
+                        slurm_node.name
+                    ),
+                )
+            } else {
+                ("SlurmDrainRequested", format!("drained Slurm node {}: {reason}", slurm_node.name))
+            };
+            ctx.recorder.publish(&about, true, event, "Drain", note).await;
+            ctx.metrics.applied(if *reapplied { "reapply" } else { "drain" }, cause);
+        }
+        Action::Resume { cause } => {
+            ctx.slurm.update_node(&slurm_node.name, &NodeUpdate::undrain()).await?;
+            annotations.insert(DRAINED_FOR_ANNOTATION.into(), None);
+            let cause = cause.as_deref().unwrap_or("none left");
+            let note =
+                format!("resumed Slurm node {} (was: {}); cause cleared: {cause}", slurm_node.name, slurm_node.reason);
+            ctx.recorder.publish(&about, false, "SlurmResumed", "Resume", note).await;
+            ctx.metrics.applied("resume", cause);
+        }
+    }
+    Ok(())
+}
+
+/// When Slurm's state differs from what the pod last showed: the drain policy's annotations for
+/// the change, and an Event when Slurm itself (not sunk) drained or downed the node.
+async fn slurm_state_annotations(
+    ctx: &Context,
+    node: &Node,
+    pod: &Pod,
+    slurm_node: &slurm::Node,
+) -> Result<Vec<crate::policy::KeyValue>, Error> {
+    let shown = pod.annotations().get(STATE_ANNOTATION).cloned().unwrap_or_default();
+    let now = slurm_node.state.join("+");
+    if shown == now {
+        return Ok(Vec::new());
+    }
+    let before: Vec<String> = shown.split('+').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    let had = |flag: &str| before.iter().any(|s| s.eq_ignore_ascii_case(flag));
+    let flags = slurm_node.flags();
+    let by_slurm = !slurm_node.reason.starts_with(OWNED_PREFIX);
+    let about = node.object_ref(&());
+    if flags.has("DRAIN") && !had("DRAIN") && by_slurm {
+        let note = format!("Slurm node {} drained by {}: {}", slurm_node.name, who(slurm_node), slurm_node.reason);
+        ctx.recorder.publish(&about, true, "SlurmDrained", "Observe", note).await;
+    }
+    if flags.base() == "DOWN" && !had("DOWN") {
+        let note = format!("Slurm node {} is DOWN: {}", slurm_node.name, slurm_node.reason);
+        ctx.recorder.publish(&about, true, "SlurmDown", "Observe", note).await;
+    }
+    let change = SlurmStateChange {
+        before,
+        after: slurm_node.state.clone(),
+        reason: (!slurm_node.reason.is_empty()).then(|| slurm_node.reason.clone()),
+        reason_user: (!slurm_node.reason_set_by_user.is_empty()).then(|| slurm_node.reason_set_by_user.clone()),
+    };
+    let input = NodeEventInput {
+        event: NodeEvent::SlurmStateChanged(change),
+        node: node_context(&slurm_node.name, Some(node), Some(slurm_node)),
+    };
+    let decision = tokio::task::block_in_place(|| ctx.policies.drain.decide(&input))?;
+    Ok(decision.annotations)
+}
+
+fn who(node: &slurm::Node) -> &str {
+    if node.reason_set_by_user.is_empty() { "Slurm" } else { &node.reason_set_by_user }
+}
+
+fn ignore_gone(result: kube::Result<impl Sized>) -> Result<(), Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map(drop).map_err(Error::from),
+    }
+}
