@@ -48,13 +48,27 @@ impl Selection {
         &self.tolerations
     }
 
+    /// Whether a new slurmd pod may go to the Node.
     pub fn admits(&self, node: &Node) -> bool {
+        self.matches(node, &["NoSchedule", "NoExecute"])
+    }
+
+    /// Whether a slurmd pod already there may stay: as for a DaemonSet, only NoExecute taints evict,
+    /// so a Node tainted `not-ready:NoSchedule` (NotReady) or with a new NoSchedule taint keeps it.
+    pub fn keeps(&self, node: &Node) -> bool {
+        self.matches(node, &["NoExecute"])
+    }
+
+    fn matches(&self, node: &Node, effects: &[&str]) -> bool {
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let taints = node.spec.as_ref().and_then(|spec| spec.taints.as_deref()).unwrap_or_default();
         self.labels.iter().all(|(key, value)| labels.get(key) == Some(value))
             && self.affinities.iter().all(|affinity| selector_matches(affinity, &labels, name))
-            && taints.iter().all(|taint| tolerated(taint, &self.tolerations))
+            && taints
+                .iter()
+                .filter(|taint| effects.contains(&taint.effect.as_str()))
+                .all(|taint| tolerated(taint, &self.tolerations))
     }
 }
 

@@ -146,6 +146,11 @@ fn cordoned_and_not_ready_nodes_keep_their_slurmd_like_a_daemonset() {
     assert!(selection.admits(&cordoned));
     assert!(selection.admits(&not_ready));
     assert!(!selection.admits(&node("n", &[], &[("node.kubernetes.io/network-unavailable", "", "NoSchedule")])));
+    // NotReady also brings `not-ready:NoSchedule`: no new pod, but the running one stays.
+    let not_ready_no_schedule = node("n", &[], &[("node.kubernetes.io/not-ready", "", "NoSchedule")]);
+    assert!(!selection.admits(&not_ready_no_schedule));
+    assert!(selection.keeps(&not_ready_no_schedule));
+    assert!(!selection.keeps(&node("n", &[], &[("dedicated", "infer", "NoExecute")])));
 }
 
 #[test]

@@ -80,15 +80,19 @@ pub fn assign(
         if node.metadata.deletion_timestamp.is_some() || me.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if !mine.admits(node) {
+        let held_by = holders.get(name.as_str()).cloned().unwrap_or_default();
+        // A NodeSet already running there only needs to be allowed to stay (DaemonSet rules).
+        let fits = |key: &NodeSetKey, selection: &Selection| {
+            if held_by.contains(key) { selection.keeps(node) } else { selection.admits(node) }
+        };
+        if !fits(&my_key, &mine) {
             assignment.departures.insert(name, Departure::Unmatched);
             continue;
         }
-        let held_by = holders.get(name.as_str()).cloned().unwrap_or_default();
         let claim = |key: NodeSetKey, created| Claim { holds_pod: held_by.contains(&key), nodeset: key, created };
         let mut claims = vec![claim(my_key.clone(), me.creation_timestamp().map(|t| t.0))];
         claims.extend(
-            rivals.iter().filter(|(_, _, s)| s.admits(node)).map(|(key, created, _)| claim(key.clone(), *created)),
+            rivals.iter().filter(|(key, _, s)| fits(key, s)).map(|(key, created, _)| claim(key.clone(), *created)),
         );
         match winner(&claims).map(|claim| claim.nodeset.clone()) {
             Some(won) if won != my_key => {

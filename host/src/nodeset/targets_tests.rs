@@ -101,3 +101,13 @@ fn invalid_or_deleted_rivals_claim_nothing_and_a_deleted_nodeset_has_no_targets(
     let deleting = Arc::new(deleting);
     assert!(assign_for(&deleting, std::slice::from_ref(&deleting), &nodes, &[]).targets.is_empty());
 }
+
+#[test]
+fn a_noschedule_taint_keeps_a_running_pod_but_gets_no_new_one() {
+    // NotReady Nodes are tainted `not-ready:NoSchedule`: the running slurmd stays, like a DaemonSet's.
+    let me = nodeset("cpu", 1, "cpu");
+    let nodes = [node("a", "cpu", true), node("b", "cpu", true)];
+    let assignment = assign_for(&me, std::slice::from_ref(&me), &nodes, &[slurmd_pod("cpu", "a")]);
+    assert_eq!(names(&assignment.targets), ["a"]);
+    assert_eq!(assignment.departures["b"], Departure::Unmatched);
+}

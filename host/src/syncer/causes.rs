@@ -19,7 +19,8 @@ pub struct Cause {
     pub event: NodeEvent,
 }
 
-/// The causes present now, in the order they are asked about (the first drain wins).
+/// The causes present now, in the order they are asked about (the first drain wins): the most
+/// telling first, so a GPU fault on a cordoned Node is what `sinfo -R` says.
 pub fn present(node: &Node, pod: &Pod, watched_conditions: &[String]) -> Vec<Cause> {
     let mut causes = Vec::new();
     if pod.metadata.deletion_timestamp.is_some() {
@@ -27,11 +28,8 @@ pub fn present(node: &Node, pod: &Pod, watched_conditions: &[String]) -> Vec<Cau
             PodTermination { namespace: pod.namespace().unwrap_or_default(), name: pod.name_any(), reason: None };
         causes.push(Cause { key: "pod/terminating".into(), event: NodeEvent::PodTerminating(termination) });
     }
-    if node.spec.as_ref().and_then(|spec| spec.unschedulable).unwrap_or(false) {
-        causes.push(Cause { key: "cordon".into(), event: NodeEvent::Cordoned(Cordon { by: cordoned_by(node) }) });
-    }
     for condition in conditions(node) {
-        if condition.type_ == "Ready" || watched_conditions.iter().any(|watched| *watched == condition.type_) {
+        if condition.type_ == "Ready" || watched_conditions.contains(&condition.type_) {
             let after = policy_condition(condition);
             let key = format!("condition/{}", condition.type_);
             causes.push(Cause { key, event: NodeEvent::ConditionChanged(ConditionChange { before: None, after }) });
@@ -40,6 +38,9 @@ pub fn present(node: &Node, pod: &Pod, watched_conditions: &[String]) -> Vec<Cau
     if let Some(value) = node.labels().get(DRAIN_LABEL) {
         let change = LabelChange { key: DRAIN_LABEL.into(), before: None, after: Some(value.clone()) };
         causes.push(Cause { key: format!("label/{DRAIN_LABEL}"), event: NodeEvent::LabelChanged(change) });
+    }
+    if node.spec.as_ref().and_then(|spec| spec.unschedulable).unwrap_or(false) {
+        causes.push(Cause { key: "cordon".into(), event: NodeEvent::Cordoned(Cordon { by: cordoned_by(node) }) });
     }
     causes
 }

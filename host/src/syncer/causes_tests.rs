@@ -62,9 +62,9 @@ fn reads_every_kind_of_cause_in_order() {
     let causes = present(&node, &pod(true), &["GpuUnhealthy".into()]);
     assert_eq!(
         keys(&causes),
-        ["pod/terminating", "cordon", "condition/Ready", "condition/GpuUnhealthy", "label/sunk.dev/drain"]
+        ["pod/terminating", "condition/Ready", "condition/GpuUnhealthy", "label/sunk.dev/drain", "cordon"]
     );
-    let NodeEvent::Cordoned(cordon) = &causes[1].event else { panic!("a cordon") };
+    let NodeEvent::Cordoned(cordon) = &causes[4].event else { panic!("a cordon") };
     assert_eq!(cordon.by.as_deref(), Some("kubectl-cordon"));
 }
 

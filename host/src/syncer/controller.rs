@@ -95,10 +95,10 @@ fn slurm_changes(
                     .iter()
                     .filter(|pod| pod.labels().get(SLURM_NODE_LABEL) == Some(&slurm_node.name))
                     .find_map(|pod| pod.spec.as_ref()?.node_name.clone());
-                if let Some(reference) = kube_node.map(|name| ObjectRef::new(&name)) {
-                    if !nodes.contains(&reference) {
-                        nodes.push(reference);
-                    }
+                if let Some(reference) = kube_node.map(|name| ObjectRef::new(&name))
+                    && !nodes.contains(&reference)
+                {
+                    nodes.push(reference);
                 }
             }
         }

@@ -12,24 +12,35 @@ const NODE: &str = "kube-node-1";
 const SLURMD_POD: &str = "gpu-kube-node-1";
 const SYNC: Duration = Duration::from_secs(20);
 
-/// Puts kube-node-1 back as it was, after the test's host is gone: uncordoned, no test condition
-/// or label, Ready, and its Slurm node undrained.
+/// Puts kube-node-1 back as it was, before the test and after it (once the test's host is gone):
+/// uncordoned, no test condition or label, Ready, and its Slurm node undrained.
 struct NodeRestored;
 
-impl Drop for NodeRestored {
-    fn drop(&mut self) {
-        let _ = kubectl(&["uncordon", NODE]).output();
-        let _ = kubectl(&["label", "node", NODE, "sunk.dev/drain-"]).output();
-        let _ = set_condition_blocking("GpuUnhealthy", None);
-        let _ = set_condition_blocking("Ready", Some(("True", "kubelet is posting ready status")));
-        let _ = in_slurm_root(&["scontrol", "update", &format!("nodename={NODE}"), "state=undrain"]);
+impl NodeRestored {
+    fn new() -> Self {
+        restore();
+        NodeRestored
     }
 }
 
-fn set_condition_blocking(type_: &str, status: Option<(&str, &str)>) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    std::thread::scope(|scope| scope.spawn(|| runtime.block_on(set_condition(type_, status))).join())
-        .map_err(|_| anyhow::anyhow!("panicked"))?
+impl Drop for NodeRestored {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn restore() {
+    let _ = kubectl(&["uncordon", NODE]).output();
+    let _ = kubectl(&["label", "node", NODE, "sunk.dev/drain-"]).output();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let conditions = serde_json::json!({"status": {"conditions": [
+        {"type": "GpuUnhealthy", "$patch": "delete"},
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+         "lastTransitionTime": now, "lastHeartbeatTime": now},
+    ]}});
+    let patch = conditions.to_string();
+    let _ = kubectl(&["patch", "node", NODE, "--subresource=status", "--type=strategic", "-p", &patch]).output();
+    let _ = in_slurm_root(&["scontrol", "update", &format!("nodename={NODE}"), "state=undrain"]);
 }
 
 /// Sets (or with None removes) a condition on kube-node-1's status, as node-problem-detector would.
@@ -92,7 +103,7 @@ async fn slurmd_pod(cluster: &Cluster) -> anyhow::Result<Pod> {
 
 #[tokio::test]
 async fn a_cordon_drains_the_slurm_node_and_an_uncordon_resumes_it() -> anyhow::Result<()> {
-    let _restored = NodeRestored;
+    let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-cordon").await?;
     run(&["cordon", NODE])?;
     let reason = wait_drain(&cluster, "the cordon to drain the Slurm node", |r| r.is_some()).await?;
@@ -114,7 +125,7 @@ async fn a_cordon_drains_the_slurm_node_and_an_uncordon_resumes_it() -> anyhow::
 
 #[tokio::test]
 async fn an_administrators_drain_survives_a_cordon_and_an_uncordon() -> anyhow::Result<()> {
-    let _restored = NodeRestored;
+    let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-admin").await?;
     in_slurm_root(&["scontrol", "update", &format!("nodename={NODE}"), "state=drain", "reason=bad dimm"])?;
     wait_for("the admin's drain on the pod and the Node", SYNC, || async {
@@ -150,7 +161,7 @@ async fn an_administrators_drain_survives_a_cordon_and_an_uncordon() -> anyhow::
 
 #[tokio::test]
 async fn a_drain_resumed_in_slurm_while_cordoned_is_applied_again() -> anyhow::Result<()> {
-    let _restored = NodeRestored;
+    let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-reapply").await?;
     run(&["cordon", NODE])?;
     wait_drain(&cluster, "the cordon to drain", |r| r.is_some_and(|r| r.starts_with("k8s: cordoned"))).await?;
@@ -167,7 +178,7 @@ async fn a_drain_resumed_in_slurm_while_cordoned_is_applied_again() -> anyhow::R
 #[tokio::test]
 async fn node_problems_drain_with_their_message_and_clearing_one_resumes_only_without_another_cause()
 -> anyhow::Result<()> {
-    let _restored = NodeRestored;
+    let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-problem").await?;
     set_condition("Ready", Some(("False", "kubelet stopped: e2e"))).await?;
     let reason = wait_drain(&cluster, "NotReady to drain", |r| r.is_some()).await?;
@@ -191,7 +202,7 @@ async fn node_problems_drain_with_their_message_and_clearing_one_resumes_only_wi
 
 #[tokio::test]
 async fn a_cordon_while_slurmrestd_is_stopped_drains_when_it_returns() -> anyhow::Result<()> {
-    let _restored = NodeRestored;
+    let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-outage").await?;
     wait_for("the Syncer's first pass", SYNC, || async {
         let metrics = cluster.metrics(0).await.ok()?;
@@ -208,7 +219,7 @@ async fn a_cordon_while_slurmrestd_is_stopped_drains_when_it_returns() -> anyhow
 
 #[tokio::test]
 async fn a_drain_policy_pushed_while_running_words_the_next_drain() -> anyhow::Result<()> {
-    let _restored = NodeRestored;
+    let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-policy").await?;
     let module = example_policy("drain-runbook")?;
     let config = sunk_e2e::repo_root().join("examples/policies/drain-runbook/config.example");
