@@ -281,7 +281,13 @@ impl Cluster {
 
     /// Events recorded about one object in this namespace, as (reason, note).
     pub async fn events_of(&self, name: &str) -> anyhow::Result<Vec<(String, String)>> {
-        let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.kube.clone(), &self.namespace);
+        self.events_in(&self.namespace, name).await
+    }
+
+    /// Events recorded in `namespace` about the object `name` (`default` for cluster-scoped ones,
+    /// such as Nodes), as (reason, note).
+    pub async fn events_in(&self, namespace: &str, name: &str) -> anyhow::Result<Vec<(String, String)>> {
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.kube.clone(), namespace);
         Ok(events
             .list(&ListParams::default())
             .await?

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use sunk_e2e::{Cluster, example_policy, in_slurm_root, kubectl, slurm_node, slurmrestd_frozen, wait_for};
 
 const NODE: &str = "kube-node-1";
@@ -84,19 +84,6 @@ async fn wait_drain(cluster: &Cluster, what: &str, matches: impl Fn(Option<&str>
     .await
 }
 
-/// Events about kube-node-1 (Node events live in `default`), as (reason, note).
-async fn node_events(cluster: &Cluster) -> anyhow::Result<Vec<(String, String)>> {
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(cluster.kube.clone(), "default");
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|event| event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(NODE))
-        .map(|event| (event.reason.unwrap_or_default(), event.note.unwrap_or_default()))
-        .collect())
-}
-
 async fn slurmd_pod(cluster: &Cluster) -> anyhow::Result<Pod> {
     Ok(Api::<Pod>::namespaced(cluster.kube.clone(), "slurm").get(SLURMD_POD).await?)
 }
@@ -167,7 +154,7 @@ async fn a_drain_resumed_in_slurm_while_cordoned_is_applied_again() -> anyhow::R
     wait_drain(&cluster, "the cordon to drain", |r| r.is_some_and(|r| r.starts_with("k8s: cordoned"))).await?;
     in_slurm_root(&["scontrol", "update", &format!("nodename={NODE}"), "state=resume"])?;
     wait_for("an Event saying the drain was applied again", SYNC, || async {
-        let events = node_events(&cluster).await.ok()?;
+        let events = cluster.events_in("default", NODE).await.ok()?;
         events.iter().any(|(reason, _)| reason == "SlurmDrainReapplied").then_some(())
     })
     .await?;
