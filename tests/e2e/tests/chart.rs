@@ -1,11 +1,15 @@
 //! The Helm chart, installed by the real `helm` into the local cluster: the host runs as a pod from
 //! the project's sunk image, with the chart's ServiceAccount and RBAC, reaches the API server and
-//! slurmrestd through cluster Services and DNS, and schedules a pod through Slurm.
+//! slurmrestd through cluster Services and DNS, and schedules a pod through Slurm. And the chart's
+//! values are checked: `helm lint --strict`, and a misspelt or mistyped value fails the install
+//! naming it.
 
 use std::time::Duration;
 
 use kube::api::ListParams;
-use sunk_e2e::{Cluster, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod, wait_for};
+use sunk_e2e::{Cluster, SCHEDULER, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod, wait_for};
+
+const CHART: &str = "charts/sunk";
 
 #[tokio::test]
 async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyhow::Result<()> {
@@ -15,14 +19,22 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
     cluster.helm(&[
         "install",
         &release,
-        "charts/sunk",
+        CHART,
         "--set",
         &format!("image.repository={SUNK_IMAGE_REPOSITORY}"),
         "--set",
         &format!("image.tag={SUNK_IMAGE_TAG}"),
+        // The local cluster's own Slurm, and the scheduler name the test pods use.
+        "--set",
+        &format!("scheduler.name={SCHEDULER}"),
         // The local cluster's NodeSet has a keeper already; a second one would roll its pods.
         "--set",
         "nodesetController.enabled=false",
+        // One replica without leader election, until the host has it.
+        "--set",
+        "replicas=1",
+        "--set",
+        "leaderElection.enabled=false",
         "--wait",
         "--timeout",
         "120s",
@@ -36,6 +48,7 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         .await?;
     assert!(node_name(&bound).is_some());
     cluster.wait_event("rbac", "Scheduled, recorded with the chart's RBAC", |reason, _| reason == "Scheduled").await?;
+    cluster.helm(&["test", &release, "--timeout", "60s"])?;
 
     cluster.helm(&["uninstall", &release, "--wait"])?;
     // `--wait` covers the Deployment, not its pod: until the kubelet has stopped it, the host in it
@@ -46,5 +59,37 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         pods.items.is_empty().then_some(())
     })
     .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_chart_lints_and_refuses_misspelt_or_mistyped_values_naming_them() -> anyhow::Result<()> {
+    let cluster = Cluster::connect("chart-values").await?;
+    cluster.helm(&["lint", "--strict", CHART])?;
+    cluster.helm(&["lint", "--strict", CHART, "--set", "slurmCluster.enabled=true"])?;
+
+    let refused = |args: &[&str]| {
+        let mut install = vec!["install", "typo", CHART];
+        install.extend_from_slice(args);
+        match cluster.helm(&install) {
+            Ok(_) => anyhow::bail!("helm install {args:?} succeeded"),
+            Err(error) => Ok(error.to_string()),
+        }
+    };
+    let typo = refused(&["--set", "slurmCluster.enabld=true"])?;
+    assert!(typo.contains("'enabld' not allowed") && typo.contains("/slurmCluster"), "{typo}");
+    let nested = refused(&["--set-json", r#"slurmCluster.nodesets=[{"name":"cpu","slurmd":{"resurces":{}}}]"#])?;
+    assert!(nested.contains("'resurces' not allowed") && nested.contains("/slurmCluster/nodesets/0/slurmd"), "{nested}");
+    let wrong_type = refused(&["--set", "replicas=two"])?;
+    assert!(wrong_type.contains("/replicas") && wrong_type.contains("want integer"), "{wrong_type}");
+    let bad_scope = refused(&["--set", "scope.type=everywhere"])?;
+    assert!(bad_scope.contains("/scope/type"), "{bad_scope}");
+    // Two replicas without leader election would both submit placeholders.
+    let unsafe_replicas = refused(&["--set", "leaderElection.enabled=false"])?;
+    assert!(unsafe_replicas.contains("replicas > 1 needs leaderElection.enabled"), "{unsafe_replicas}");
+
+    // Nothing was installed.
+    let releases = cluster.helm(&["list", "--all", "--short"])?;
+    assert!(releases.trim().is_empty(), "releases left: {releases}");
     Ok(())
 }
