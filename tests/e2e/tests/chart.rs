@@ -79,7 +79,10 @@ async fn the_chart_lints_and_refuses_misspelt_or_mistyped_values_naming_them() -
     let typo = refused(&["--set", "slurmCluster.enabld=true"])?;
     assert!(typo.contains("'enabld' not allowed") && typo.contains("/slurmCluster"), "{typo}");
     let nested = refused(&["--set-json", r#"slurmCluster.nodesets=[{"name":"cpu","slurmd":{"resurces":{}}}]"#])?;
-    assert!(nested.contains("'resurces' not allowed") && nested.contains("/slurmCluster/nodesets/0/slurmd"), "{nested}");
+    assert!(
+        nested.contains("'resurces' not allowed") && nested.contains("/slurmCluster/nodesets/0/slurmd"),
+        "{nested}"
+    );
     let wrong_type = refused(&["--set", "replicas=two"])?;
     assert!(wrong_type.contains("/replicas") && wrong_type.contains("want integer"), "{wrong_type}");
     let bad_scope = refused(&["--set", "scope.type=everywhere"])?;

@@ -174,6 +174,18 @@ async fn wait_idle(release: &Release, nodes: &[&str]) -> anyhow::Result<()> {
     .await
 }
 
+/// The generated key Secrets' data, as kubectl prints it.
+fn key_secrets(release: &Release) -> anyhow::Result<String> {
+    let names = [format!("{}-slurm-key", release.name), format!("{}-jwt-key", release.name)];
+    let output =
+        kubectl(&["-n", release.namespace(), "get", "secret", &names[0], &names[1], "-o", "jsonpath={.items[*].data}"])
+            .output()?;
+    anyhow::ensure!(output.status.success(), "reading the key Secrets: {}", String::from_utf8_lossy(&output.stderr));
+    let data = String::from_utf8_lossy(&output.stdout).into_owned();
+    anyhow::ensure!(data.contains("slurm.key") && data.contains("jwt.key"), "key Secrets without keys: {data}");
+    Ok(data)
+}
+
 /// The slurmd pod on a Node.
 async fn slurmd_on(release: &Release, node: &str) -> anyhow::Result<Option<Pod>> {
     Ok(release.pods_of("slurmd").await?.into_iter().find(|pod| node_name(pod) == Some(node)))
@@ -218,7 +230,8 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod() -> 
 async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_running_job() -> anyhow::Result<()> {
     let release = install("chart-upgrade").await?;
     let (first, busy) = (NODES[0], NODES[1]);
-    let job = release.slurm(&["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "-w", busy, "--wrap", "sleep 900"])?;
+    let job =
+        release.slurm(&["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "-w", busy, "--wrap", "sleep 900"])?;
     let job = job.trim().to_string();
     wait_for(&format!("job {job} to run on {busy}"), READY, || async {
         (release.job_state(&job).ok()?? == "RUNNING").then_some(())
@@ -227,7 +240,9 @@ async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_runn
     let busy_pod = slurmd_on(&release, busy).await?.and_then(|pod| pod.uid()).unwrap_or_default();
 
     // KillWait 30 -> 35 (slurm.conf, and the host's --slurm-kill-wait), and a new slurmd template.
+    let keys = key_secrets(&release)?;
     helm_deploy(&release, "upgrade", &values(release.namespace(), 35, "2"))?;
+    assert_eq!(key_secrets(&release)?, keys, "the generated keys changed with the upgrade");
     wait_for("KillWait=35 in the running slurmctld", CONFIG_APPLIED, || async {
         let config = release.slurm(&["scontrol", "show", "config"]).ok()?;
         config.lines().any(|line| line.starts_with("KillWait") && line.contains("35 sec")).then_some(())
