@@ -96,3 +96,48 @@ async fn the_chart_lints_and_refuses_misspelt_or_mistyped_values_naming_them() -
     assert!(releases.trim().is_empty(), "releases left: {releases}");
     Ok(())
 }
+
+#[tokio::test]
+async fn the_chart_renders_scope_leader_election_and_service_monitor_from_values() -> anyhow::Result<()> {
+    let cluster = Cluster::connect("chart-render").await?;
+    let render = |args: &[&str]| {
+        let mut template = vec!["template", "r", CHART];
+        template.extend_from_slice(args);
+        cluster.helm(&template)
+    };
+    let default = render(&[])?;
+    // Two replicas behind a Lease, SUNK's scheduler name, RBAC cluster-wide.
+    assert!(default.contains("replicas: 2") && default.contains("--leader-election=true"), "{default}");
+    assert!(default.contains("resources: [leases]"), "no Lease RBAC: {default}");
+    let scheduler_name = format!("value: \"{}-r\"", cluster.namespace);
+    assert!(default.contains(&scheduler_name), "scheduler name is not <namespace>-<release>: {default}");
+    assert!(default.contains("name: r-sunk-") && default.contains("kind: ClusterRoleBinding"));
+    assert!(!default.contains("--watch-namespaces") && !default.contains("--syncer"));
+    assert!(!default.contains("kind: ServiceMonitor"), "a ServiceMonitor without its API");
+
+    // Scope `namespace`: the scheduler's rights only through RoleBindings in the watched namespaces.
+    let scoped = render(&["--set", "scope.type=namespace", "--set", "scope.namespaces={team-a}"])?;
+    let watch = format!("--watch-namespaces={},team-a", cluster.namespace);
+    assert!(scoped.contains(&watch), "{scoped}");
+    let scheduler_bindings: Vec<&str> =
+        scoped.split("\n---").filter(|doc| doc.contains("-scheduler") && doc.contains("Binding\nmetadata")).collect();
+    assert_eq!(scheduler_bindings.len(), 2, "{scheduler_bindings:?}");
+    assert!(scheduler_bindings.iter().all(|doc| doc.contains("kind: RoleBinding")), "{scheduler_bindings:?}");
+    assert!(scheduler_bindings.iter().any(|doc| doc.contains("namespace: team-a")));
+
+    let single =
+        render(&["--set", "replicas=1", "--set", "leaderElection.enabled=false", "--set", "syncer.enabled=false"])?;
+    assert!(!single.contains("--leader-election") && !single.contains("resources: [leases]"), "{single}");
+    assert!(single.contains("--syncer=false") && single.contains("type: Recreate"));
+    let monitored = render(&["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"])?;
+    assert!(monitored.contains("kind: ServiceMonitor"), "no ServiceMonitor with its API: {monitored}");
+
+    // The chart's Slurm: KillWait from its slurm.conf reaches the host.
+    let slurm = render(&["--set", "slurmCluster.enabled=true", "--set", "slurmCluster.config.killWait=45"])?;
+    assert!(slurm.contains("KillWait=45") && slurm.contains(r#"{name: SUNK_SLURM_KILL_WAIT, value: "45"}"#));
+    assert!(
+        slurm.contains("SelectTypeParameters=CR_Core_Memory")
+            && slurm.contains("SlurmctldParameters=enable_configless")
+    );
+    Ok(())
+}
