@@ -91,6 +91,15 @@ async fn the_chart_lints_and_refuses_misspelt_or_mistyped_values_naming_them() -
     let unsafe_replicas = refused(&["--set", "leaderElection.enabled=false"])?;
     assert!(unsafe_replicas.contains("replicas > 1 needs leaderElection.enabled"), "{unsafe_replicas}");
 
+    // Values that fit the schema but not each other.
+    let partition = refused(&[
+        "--set",
+        "slurmCluster.enabled=true",
+        "--set-json",
+        r#"slurmCluster.nodesets=[{"name":"cpu","partitions":["bach"]}]"#,
+    ])?;
+    assert!(partition.contains(r#"slurmCluster.nodesets[cpu].partitions: "bach" is not in"#), "{partition}");
+
     // Nothing was installed.
     let releases = cluster.helm(&["list", "--all", "--short"])?;
     assert!(releases.trim().is_empty(), "releases left: {releases}");

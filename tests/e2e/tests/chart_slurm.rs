@@ -84,26 +84,42 @@ fn helm_deploy(release: &Release, verb: &str, values: &[String]) -> anyhow::Resu
 /// Installs the chart with its Slurm into a fresh namespace, and waits until every part is Ready and
 /// Slurm has both NodeSet nodes idle. Prints how long that took.
 async fn install(test: &str) -> anyhow::Result<Release> {
-    let cluster = Cluster::connect(test).await?;
-    let nodes = NodeGuard::new(&NODES);
-    for node in NODES {
-        nodes.label(node, (POOL, &cluster.namespace))?;
-    }
-    let name = "sunk".to_string();
-    let release = Release { name, cluster, _nodes: nodes };
-    let started = Instant::now();
-    let helm_wait = helm_deploy(&release, "install", &values(&release.cluster.namespace, 30, "1"))?;
-    for component in ["host", "slurmctld", "slurmrestd"] {
-        wait_ready(&release, component, 1).await?;
-    }
-    wait_ready(&release, "slurmd", NODES.len()).await?;
-    wait_idle(&release, &NODES).await?;
-    println!(
-        "install: `helm install --wait` {:.1} s; host, slurmctld, slurmrestd, slurmd pods Ready and both Slurm nodes idle after {:.1} s",
-        helm_wait.as_secs_f64(),
-        started.elapsed().as_secs_f64()
-    );
+    let release = Release::new(test).await?;
+    release.install(&[]).await?;
     Ok(release)
+}
+
+impl Release {
+    /// A fresh namespace, and this test's Nodes labelled into its pool.
+    async fn new(test: &str) -> anyhow::Result<Self> {
+        let cluster = Cluster::connect(test).await?;
+        let nodes = NodeGuard::new(&NODES);
+        for node in NODES {
+            nodes.label(node, (POOL, &cluster.namespace))?;
+        }
+        Ok(Release { name: "sunk".into(), cluster, _nodes: nodes })
+    }
+
+    /// `helm install` with the tests' values and `extra` ones (`key=value`), then waits for it all.
+    async fn install(&self, extra: &[&str]) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let mut values = values(self.namespace(), 30, "1");
+        for value in extra {
+            values.extend(["--set".to_string(), value.to_string()]);
+        }
+        let helm_wait = helm_deploy(self, "install", &values)?;
+        for component in ["host", "slurmctld", "slurmrestd"] {
+            wait_ready(self, component, 1).await?;
+        }
+        wait_ready(self, "slurmd", NODES.len()).await?;
+        wait_idle(self, &NODES).await?;
+        println!(
+            "install: `helm install --wait` {:.1} s; host, slurmctld, slurmrestd, slurmd pods Ready and both Slurm nodes idle after {:.1} s",
+            helm_wait.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
 }
 
 impl Release {
@@ -310,5 +326,72 @@ async fn helm_uninstall_leaves_nothing_of_the_release() -> anyhow::Result<()> {
     assert!(cluster_wide.lines().all(|name| !name.contains(&namespace)), "left cluster-wide: {cluster_wide}");
     let releases = release.cluster.helm(&["list", "--all", "--short"])?;
     assert!(releases.trim().is_empty(), "releases left: {releases}");
+    Ok(())
+}
+
+/// A hostPath PersistentVolume bound in advance to one claim (the local cluster has no provisioner;
+/// its Nodes share this machine's disk); deleted with its directory when dropped.
+struct StaticVolume {
+    name: String,
+    path: std::path::PathBuf,
+}
+
+impl StaticVolume {
+    fn bound_to(namespace: &str, claim: &str) -> anyhow::Result<Self> {
+        let name = format!("{namespace}-state");
+        let path = std::env::temp_dir().join(&name);
+        let volume = serde_json::json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": path.to_string_lossy(), "type": "DirectoryOrCreate"},
+                "claimRef": {"namespace": namespace, "name": claim},
+            }
+        });
+        let mut apply = kubectl(&["apply", "-f", "-"]).stdin(std::process::Stdio::piped()).spawn()?;
+        use std::io::Write as _;
+        apply.stdin.take().expect("stdin").write_all(volume.to_string().as_bytes())?;
+        anyhow::ensure!(apply.wait()?.success(), "creating PersistentVolume {name}");
+        Ok(Self { name, path })
+    }
+}
+
+impl Drop for StaticVolume {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "persistentvolume", &self.name, "--wait=false"]).output();
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[tokio::test]
+async fn with_persistence_a_replaced_slurmctld_keeps_its_running_jobs() -> anyhow::Result<()> {
+    // Declared first, dropped last: after the release is uninstalled.
+    let _volume: StaticVolume;
+    let release = Release::new("chart-state").await?;
+    _volume = StaticVolume::bound_to(release.namespace(), &format!("{}-slurmctld-state", release.name))?;
+    release.install(&["slurmCluster.controller.persistence.enabled=true"]).await?;
+    let busy = NODES[1];
+    let job =
+        release.slurm(&["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "-w", busy, "--wrap", "sleep 900"])?;
+    let job = job.trim().to_string();
+    wait_for(&format!("job {job} to run on {busy}"), READY, || async {
+        (release.job_state(&job).ok()?? == "RUNNING").then_some(())
+    })
+    .await?;
+
+    // A new slurmctld pod (a Node failure, a new image): the state on the claim carries the job over.
+    let old = release.pods_of("slurmctld").await?.first().and_then(|pod| pod.uid()).unwrap_or_default();
+    let selector = format!("app.kubernetes.io/instance={},app.kubernetes.io/component=slurmctld", release.name);
+    let deleted = kubectl(&["-n", release.namespace(), "delete", "pod", "-l", &selector, "--wait=true"]).output()?;
+    anyhow::ensure!(deleted.status.success(), "deleting slurmctld: {}", String::from_utf8_lossy(&deleted.stderr));
+    let new = wait_ready(&release, "slurmctld", 1).await?;
+    assert_ne!(new[0].uid().unwrap_or_default(), old, "slurmctld's pod was not replaced");
+    wait_for(&format!("job {job} still RUNNING in the new slurmctld"), READY, || async {
+        (release.job_state(&job).ok()?? == "RUNNING").then_some(())
+    })
+    .await?;
+    release.slurm(&["scancel", &job])?;
     Ok(())
 }
