@@ -148,5 +148,8 @@ async fn the_chart_renders_scope_leader_election_and_service_monitor_from_values
         slurm.contains("SelectTypeParameters=CR_Core_Memory")
             && slurm.contains("SlurmctldParameters=enable_configless")
     );
+    // The example values stay valid.
+    let example = render(&["-f", "examples/helm/slurm-cluster.yaml"])?;
+    assert!(example.contains("PreemptType=preempt/partition_prio") && example.contains("kind: NodeSet"));
     Ok(())
 }

@@ -21,6 +21,8 @@ const READY: Duration = Duration::from_secs(120);
 /// The kubelet refreshes a ConfigMap volume on its periodic pod sync (about a minute), then the
 /// slurmctld pod's sidecar runs `scontrol reconfigure`.
 const CONFIG_APPLIED: Duration = Duration::from_secs(180);
+/// Where the tests' prolog script writes, inside each slurmd container.
+const PROLOG_TRACE: &str = "/tmp/sunk-e2e-prolog";
 
 /// One install of the chart with Slurm enabled; uninstalled (best effort) when dropped, before the
 /// namespace goes.
@@ -69,6 +71,9 @@ fn values(namespace: &str, kill_wait: u32, template_revision: &str) -> Vec<Strin
         args.extend(["--set".to_string(), value]);
     }
     args.extend(["--set-json".into(), format!("slurmCluster.nodesets={nodesets}")]);
+    // A prolog that leaves a trace of each job on its node (run by slurmd through run-parts).
+    let prolog = serde_json::json!({"00-trace": format!("#!/bin/sh\necho \"$SLURM_JOB_ID\" >>{PROLOG_TRACE}\n")});
+    args.extend(["--set-json".into(), format!("slurmCluster.prolog.scripts={prolog}")]);
     args
 }
 
@@ -236,6 +241,11 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod() -> 
     let node = node_name(&running).unwrap_or_default();
     assert!(job.contains(&format!(" NodeList={node} ")), "the pod runs on {node}, its job: {job}");
     assert!(release.cluster.jobs_of(&uid).await?.is_empty(), "a job in the local cluster's own Slurm");
+    let job_id = job.split_whitespace().next().and_then(|id| id.strip_prefix("JobId=")).unwrap_or_default();
+    let slurmd = slurmd_on(&release, node).await?.map(|pod| pod.name_any()).unwrap_or_default();
+    let trace = kubectl(&["-n", release.namespace(), "exec", &slurmd, "--", "cat", PROLOG_TRACE]).output()?;
+    let trace = String::from_utf8_lossy(&trace.stdout).into_owned();
+    assert!(trace.lines().any(|line| line == job_id), "the prolog did not run for job {job_id}: {trace:?}");
 
     release.cluster.helm(&["test", &release.name, "--timeout", "60s"])?;
     release.cluster.delete_pod("example").await?;
