@@ -195,6 +195,22 @@ async fn wait_idle(release: &Release, nodes: &[&str]) -> anyhow::Result<()> {
     .await
 }
 
+/// A batch job (`sbatch` in slurmctld, as an HPC user would) sleeping on `node`, once RUNNING.
+async fn sleep_job(release: &Release, node: &str) -> anyhow::Result<String> {
+    let job =
+        release.slurm(&["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "-w", node, "--wrap", "sleep 900"])?;
+    let job = job.trim().to_string();
+    wait_running(release, &job, &format!("RUNNING on {node}")).await?;
+    Ok(job)
+}
+
+async fn wait_running(release: &Release, job: &str, what: &str) -> anyhow::Result<()> {
+    wait_for(&format!("job {job} {what}"), READY, || async {
+        (release.job_state(job).ok()?? == "RUNNING").then_some(())
+    })
+    .await
+}
+
 /// The generated key Secrets' data, as kubectl prints it.
 fn key_secrets(release: &Release) -> anyhow::Result<String> {
     let names = [format!("{}-slurm-key", release.name), format!("{}-jwt-key", release.name)];
@@ -256,13 +272,7 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod() -> 
 async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_running_job() -> anyhow::Result<()> {
     let release = install("chart-upgrade").await?;
     let (first, busy) = (NODES[0], NODES[1]);
-    let job =
-        release.slurm(&["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "-w", busy, "--wrap", "sleep 900"])?;
-    let job = job.trim().to_string();
-    wait_for(&format!("job {job} to run on {busy}"), READY, || async {
-        (release.job_state(&job).ok()?? == "RUNNING").then_some(())
-    })
-    .await?;
+    let job = sleep_job(&release, busy).await?;
     let busy_pod = slurmd_on(&release, busy).await?.and_then(|pod| pod.uid()).unwrap_or_default();
 
     // KillWait 30 -> 35 (slurm.conf, and the host's --slurm-kill-wait), and a new slurmd template.
@@ -383,13 +393,7 @@ async fn with_persistence_a_replaced_slurmctld_keeps_its_running_jobs() -> anyho
     _volume = StaticVolume::bound_to(release.namespace(), &format!("{}-slurmctld-state", release.name))?;
     release.install(&["slurmCluster.controller.persistence.enabled=true"]).await?;
     let busy = NODES[1];
-    let job =
-        release.slurm(&["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "-w", busy, "--wrap", "sleep 900"])?;
-    let job = job.trim().to_string();
-    wait_for(&format!("job {job} to run on {busy}"), READY, || async {
-        (release.job_state(&job).ok()?? == "RUNNING").then_some(())
-    })
-    .await?;
+    let job = sleep_job(&release, busy).await?;
 
     // A new slurmctld pod (a Node failure, a new image): the state on the claim carries the job over.
     let old = release.pods_of("slurmctld").await?.first().and_then(|pod| pod.uid()).unwrap_or_default();
@@ -398,10 +402,7 @@ async fn with_persistence_a_replaced_slurmctld_keeps_its_running_jobs() -> anyho
     anyhow::ensure!(deleted.status.success(), "deleting slurmctld: {}", String::from_utf8_lossy(&deleted.stderr));
     let new = wait_ready(&release, "slurmctld", 1).await?;
     assert_ne!(new[0].uid().unwrap_or_default(), old, "slurmctld's pod was not replaced");
-    wait_for(&format!("job {job} still RUNNING in the new slurmctld"), READY, || async {
-        (release.job_state(&job).ok()?? == "RUNNING").then_some(())
-    })
-    .await?;
+    wait_running(&release, &job, "still RUNNING in the new slurmctld").await?;
     release.slurm(&["scancel", &job])?;
     Ok(())
 }
