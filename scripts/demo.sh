@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds everything, brings up the local cluster (real kubelets and containers), starts `sunk host`
-# with the bundled policy, creates the example pods and shows each running pod's Node next to its
-# Slurm job.
+# Builds everything, brings up the local cluster (real kubelets and containers), installs the host
+# with the chart (the bundled policy), creates the example pods and shows each running pod's Node
+# next to its Slurm job.
 # The cluster stays up afterwards; tests/cluster/down.sh stops it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,12 +13,16 @@ log "building sunk"
 cargo build -q -p sunk
 "$SUNK_ROOT/tests/cluster/up.sh"
 
-log "starting sunk host (log: $SUNK_STATE/logs/host.log)"
-# The pod scheduler; the local cluster's NodeSet is kept by the host up.sh started.
-setsid "$SUNK_ROOT/target/debug/sunk" host --nodeset-controller=false --kubeconfig "$KUBECONFIG" \
-  --slurm-url "http://127.0.0.1:$SLURMRESTD_PORT" --slurm-jwt-key "$SUNK_STATE/slurm-etc/jwt.key" \
-  >>"$SUNK_STATE/logs/host.log" 2>&1 </dev/null &
-echo $! >"$SUNK_STATE/pids/host.pid"
+log "installing the host with Helm (charts/sunk, release sunk in namespace sunk-system)"
+# The pod scheduler, as a pod from the sunk image; the local cluster's Slurm (host processes behind
+# the Services of namespace slurm) and its NodeSet, kept by the host up.sh started.
+kubectl create namespace sunk-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n sunk-system create secret generic slurm-jwt-key --from-file=jwt.key="$SUNK_STATE/slurm-etc/jwt.key" \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+helm upgrade --install sunk charts/sunk -n sunk-system --wait --timeout 120s \
+  --set image.repository="${SUNK_IMAGE%:*}" --set image.tag="${SUNK_IMAGE##*:}" \
+  --set scheduler.name=sunk --set nodesetController.enabled=false \
+  --set replicas=1 --set leaderElection.enabled=false >/dev/null
 
 kubectl apply -f examples/pods/ >/dev/null
 log "waiting for the example pods to be placed by Slurm and started by their kubelets"

@@ -1,5 +1,5 @@
 {{- define "sunk.fullname" -}}
-{{- if contains .Chart.Name .Release.Name }}{{ .Release.Name | trunc 63 | trimSuffix "-" }}{{ else }}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}{{ end }}
+{{- if contains .Chart.Name .Release.Name }}{{ .Release.Name | trunc 50 | trimSuffix "-" }}{{ else }}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" }}{{ end }}
 {{- end }}
 
 {{- define "sunk.labels" -}}
@@ -7,4 +7,111 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{/* Selector labels of one component (host, slurmctld, slurmrestd). */}}
+{{- define "sunk.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Pods whose spec.schedulerName is this are scheduled through Slurm: SUNK's <namespace>-<release>. */}}
+{{- define "sunk.schedulerName" -}}
+{{- .Values.scheduler.name | default (printf "%s-%s" .Release.Namespace .Release.Name) -}}
+{{- end }}
+
+{{- define "sunk.nodesetNamespace" -}}
+{{- .Values.nodesetController.namespace | default .Release.Namespace -}}
+{{- end }}
+
+{{/* Namespaces the scheduler watches with scope `namespace`. */}}
+{{- define "sunk.watchNamespaces" -}}
+{{- $namespaces := list .Release.Namespace }}
+{{- range .Values.scope.namespaces }}{{ $namespaces = append $namespaces . }}{{ end }}
+{{- $namespaces | uniq | join "," -}}
+{{- end }}
+
+{{/* The chart's own Slurm: Service names (the slurmctld Service name is also slurmctld's host name). */}}
+{{- define "sunk.slurmctld" -}}{{ include "sunk.fullname" . }}-slurmctld{{- end }}
+{{- define "sunk.slurmrestd" -}}{{ include "sunk.fullname" . }}-slurmrestd{{- end }}
+{{- define "sunk.svcDomain" -}}{{ .Release.Namespace }}.svc.{{ .Values.slurmCluster.clusterDomain }}{{- end }}
+{{- define "sunk.clusterName" -}}
+{{- .Values.slurmCluster.clusterName | default .Release.Name | lower | trunc 40 -}}
+{{- end }}
+
+{{/* The Secrets with the Slurm keys: the user's, or the chart's own. */}}
+{{- define "sunk.slurmKeySecret" -}}
+{{- if .Values.slurmCluster.enabled }}{{ .Values.slurmCluster.keys.slurmKey.existingSecret | default (printf "%s-slurm-key" (include "sunk.fullname" .)) }}{{ else }}{{ .Values.slurm.keySecret }}{{ end }}
+{{- end }}
+{{- define "sunk.jwtKeySecret" -}}
+{{- if .Values.slurmCluster.enabled }}{{ .Values.slurmCluster.keys.jwtKey.existingSecret | default (printf "%s-jwt-key" (include "sunk.fullname" .)) }}{{ else }}{{ .Values.slurm.jwtKeySecret }}{{ end }}
+{{- end }}
+
+{{/* What the host connects to: the chart's Slurm, or the one in `slurm`. */}}
+{{- define "sunk.slurmUrl" -}}
+{{- if .Values.slurmCluster.enabled }}http://{{ include "sunk.slurmrestd" . }}.{{ include "sunk.svcDomain" . }}:6820{{ else }}{{ .Values.slurm.url }}{{ end }}
+{{- end }}
+{{- define "sunk.slurmctldAddress" -}}
+{{- if .Values.slurmCluster.enabled }}{{ include "sunk.slurmctld" . }}.{{ include "sunk.svcDomain" . }}:6817{{ else }}{{ .Values.slurm.slurmctldAddress }}{{ end }}
+{{- end }}
+{{- define "sunk.killWait" -}}
+{{- if .Values.slurmCluster.enabled }}{{ .Values.slurmCluster.config.killWait }}{{ else }}{{ .Values.slurm.killWait }}{{ end }}
+{{- end }}
+
+{{- define "sunk.image" -}}
+{{ .repository }}:{{ .tag }}
+{{- end }}
+
+{{/* Whether to render a ServiceMonitor: `auto` only when the Prometheus Operator's API exists. */}}
+{{- define "sunk.serviceMonitor" -}}
+{{- $mode := toString .Values.serviceMonitor.enabled }}
+{{- if or (eq $mode "true") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end }}
+{{- end }}
+
+{{/* A Secret's data: kept from the live object across upgrades, else a random 64-byte key. */}}
+{{- define "sunk.keyData" -}}
+{{- $existing := lookup "v1" "Secret" .root.Release.Namespace .name }}
+{{- if and $existing $existing.data (index $existing.data .key) }}{{ index $existing.data .key }}{{ else }}{{ randAscii 64 | b64enc }}{{ end }}
+{{- end }}
+
+{{/* The Slurm configuration files slurmctld, slurmrestd and the test pod read, as one projected volume. */}}
+{{- define "sunk.slurmEtcVolume" -}}
+- name: {{ .name }}
+  projected:
+    sources:
+      - configMap:
+          name: {{ include "sunk.fullname" .root }}-slurm-conf
+      {{- if .keys }}
+      - secret:
+          name: {{ include "sunk.slurmKeySecret" .root }}
+          items: [{key: slurm.key, path: slurm.key, mode: 0400}]
+      - secret:
+          name: {{ include "sunk.jwtKeySecret" .root }}
+          items: [{key: jwt.key, path: jwt.key, mode: 0400}]
+      {{- end }}
+{{- end }}
+
+{{/* Hook pods (helm test, pre-delete cleanup): bash scripts that reach Slurm through slurmrestd with a
+JWT they sign with the cluster's key (files/slurm-api.sh). */}}
+{{- define "sunk.hookEnv" -}}
+- {name: SLURMRESTD, value: "{{ include "sunk.slurmrestd" . }}.{{ include "sunk.svcDomain" . }}:6820"}
+- {name: JWT_KEY, value: /etc/sunk/jwt/jwt.key}
+{{- end }}
+{{- define "sunk.hookMounts" -}}
+- {name: scripts, mountPath: /etc/sunk/scripts, readOnly: true}
+- {name: jwt-key, mountPath: /etc/sunk/jwt, readOnly: true}
+{{- end }}
+{{- define "sunk.hookVolumes" -}}
+- name: scripts
+  configMap: {name: {{ include "sunk.fullname" . }}-slurm-scripts}
+- name: jwt-key
+  secret:
+    secretName: {{ include "sunk.jwtKeySecret" . }}
+    items: [{key: jwt.key, path: jwt.key}]
+    defaultMode: 0440
+{{- end }}
+{{- define "sunk.hookSecurityContext" -}}
+{runAsUser: 65534, runAsGroup: 65534, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 {{- end }}

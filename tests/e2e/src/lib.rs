@@ -189,8 +189,9 @@ impl Cluster {
         .await
     }
 
-    /// `helm install`s the chart into this test's namespace with the real helm binary.
-    pub fn helm(&self, args: &[&str]) -> anyhow::Result<()> {
+    /// Runs the real helm binary on this test's namespace (`helm install` the chart, ...); returns
+    /// its standard output, or an error carrying its standard error.
+    pub fn helm(&self, args: &[&str]) -> anyhow::Result<String> {
         let helm = repo_root().join(".cache/bin/helm");
         let output = Command::new(&helm)
             .args(args)
@@ -202,7 +203,7 @@ impl Cluster {
             .output()
             .with_context(|| format!("running {}", helm.display()))?;
         anyhow::ensure!(output.status.success(), "helm {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
-        Ok(())
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
     /// A Secret in this test's namespace holding the Slurm JWT key under `jwt.key`, as the chart

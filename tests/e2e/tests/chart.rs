@@ -1,11 +1,15 @@
 //! The Helm chart, installed by the real `helm` into the local cluster: the host runs as a pod from
 //! the project's sunk image, with the chart's ServiceAccount and RBAC, reaches the API server and
-//! slurmrestd through cluster Services and DNS, and schedules a pod through Slurm.
+//! slurmrestd through cluster Services and DNS, and schedules a pod through Slurm. And the chart's
+//! values are checked: `helm lint --strict`, and a misspelt or mistyped value fails the install
+//! naming it.
 
 use std::time::Duration;
 
 use kube::api::ListParams;
-use sunk_e2e::{Cluster, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod, wait_for};
+use sunk_e2e::{Cluster, SCHEDULER, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod, wait_for};
+
+const CHART: &str = "charts/sunk";
 
 #[tokio::test]
 async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyhow::Result<()> {
@@ -15,14 +19,22 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
     cluster.helm(&[
         "install",
         &release,
-        "charts/sunk",
+        CHART,
         "--set",
         &format!("image.repository={SUNK_IMAGE_REPOSITORY}"),
         "--set",
         &format!("image.tag={SUNK_IMAGE_TAG}"),
+        // The local cluster's own Slurm, and the scheduler name the test pods use.
+        "--set",
+        &format!("scheduler.name={SCHEDULER}"),
         // The local cluster's NodeSet has a keeper already; a second one would roll its pods.
         "--set",
         "nodesetController.enabled=false",
+        // One replica without leader election, until the host has it.
+        "--set",
+        "replicas=1",
+        "--set",
+        "leaderElection.enabled=false",
         "--wait",
         "--timeout",
         "120s",
@@ -36,6 +48,7 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         .await?;
     assert!(node_name(&bound).is_some());
     cluster.wait_event("rbac", "Scheduled, recorded with the chart's RBAC", |reason, _| reason == "Scheduled").await?;
+    cluster.helm(&["test", &release, "--timeout", "60s"])?;
 
     cluster.helm(&["uninstall", &release, "--wait"])?;
     // `--wait` covers the Deployment, not its pod: until the kubelet has stopped it, the host in it
@@ -46,5 +59,97 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         pods.items.is_empty().then_some(())
     })
     .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_chart_lints_and_refuses_misspelt_or_mistyped_values_naming_them() -> anyhow::Result<()> {
+    let cluster = Cluster::connect("chart-values").await?;
+    cluster.helm(&["lint", "--strict", CHART])?;
+    cluster.helm(&["lint", "--strict", CHART, "--set", "slurmCluster.enabled=true"])?;
+
+    let refused = |args: &[&str]| {
+        let mut install = vec!["install", "typo", CHART];
+        install.extend_from_slice(args);
+        match cluster.helm(&install) {
+            Ok(_) => anyhow::bail!("helm install {args:?} succeeded"),
+            Err(error) => Ok(error.to_string()),
+        }
+    };
+    let typo = refused(&["--set", "slurmCluster.enabld=true"])?;
+    assert!(typo.contains("'enabld' not allowed") && typo.contains("/slurmCluster"), "{typo}");
+    let nested = refused(&["--set-json", r#"slurmCluster.nodesets=[{"name":"cpu","slurmd":{"resurces":{}}}]"#])?;
+    assert!(
+        nested.contains("'resurces' not allowed") && nested.contains("/slurmCluster/nodesets/0/slurmd"),
+        "{nested}"
+    );
+    let wrong_type = refused(&["--set", "replicas=two"])?;
+    assert!(wrong_type.contains("/replicas") && wrong_type.contains("want integer"), "{wrong_type}");
+    let bad_scope = refused(&["--set", "scope.type=everywhere"])?;
+    assert!(bad_scope.contains("/scope/type"), "{bad_scope}");
+    // Two replicas without leader election would both submit placeholders.
+    let unsafe_replicas = refused(&["--set", "leaderElection.enabled=false"])?;
+    assert!(unsafe_replicas.contains("replicas > 1 needs leaderElection.enabled"), "{unsafe_replicas}");
+
+    // Values that fit the schema but not each other.
+    let partition = refused(&[
+        "--set",
+        "slurmCluster.enabled=true",
+        "--set-json",
+        r#"slurmCluster.nodesets=[{"name":"cpu","partitions":["bach"]}]"#,
+    ])?;
+    assert!(partition.contains(r#"slurmCluster.nodesets[cpu].partitions: "bach" is not in"#), "{partition}");
+
+    // Nothing was installed.
+    let releases = cluster.helm(&["list", "--all", "--short"])?;
+    assert!(releases.trim().is_empty(), "releases left: {releases}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_chart_renders_scope_leader_election_and_service_monitor_from_values() -> anyhow::Result<()> {
+    let cluster = Cluster::connect("chart-render").await?;
+    let render = |args: &[&str]| {
+        let mut template = vec!["template", "r", CHART];
+        template.extend_from_slice(args);
+        cluster.helm(&template)
+    };
+    let default = render(&[])?;
+    // Two replicas behind a Lease, SUNK's scheduler name, RBAC cluster-wide.
+    assert!(default.contains("replicas: 2") && default.contains("--leader-election=true"), "{default}");
+    assert!(default.contains("resources: [leases]"), "no Lease RBAC: {default}");
+    let scheduler_name = format!("value: \"{}-r\"", cluster.namespace);
+    assert!(default.contains(&scheduler_name), "scheduler name is not <namespace>-<release>: {default}");
+    assert!(default.contains("name: r-sunk-") && default.contains("kind: ClusterRoleBinding"));
+    assert!(!default.contains("--watch-namespaces") && !default.contains("--syncer"));
+    assert!(!default.contains("kind: ServiceMonitor"), "a ServiceMonitor without its API");
+
+    // Scope `namespace`: the scheduler's rights only through RoleBindings in the watched namespaces.
+    let scoped = render(&["--set", "scope.type=namespace", "--set", "scope.namespaces={team-a}"])?;
+    let watch = format!("--watch-namespaces={},team-a", cluster.namespace);
+    assert!(scoped.contains(&watch), "{scoped}");
+    let scheduler_bindings: Vec<&str> =
+        scoped.split("\n---").filter(|doc| doc.contains("-scheduler") && doc.contains("Binding\nmetadata")).collect();
+    assert_eq!(scheduler_bindings.len(), 2, "{scheduler_bindings:?}");
+    assert!(scheduler_bindings.iter().all(|doc| doc.contains("kind: RoleBinding")), "{scheduler_bindings:?}");
+    assert!(scheduler_bindings.iter().any(|doc| doc.contains("namespace: team-a")));
+
+    let single =
+        render(&["--set", "replicas=1", "--set", "leaderElection.enabled=false", "--set", "syncer.enabled=false"])?;
+    assert!(!single.contains("--leader-election") && !single.contains("resources: [leases]"), "{single}");
+    assert!(single.contains("--syncer=false") && single.contains("type: Recreate"));
+    let monitored = render(&["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"])?;
+    assert!(monitored.contains("kind: ServiceMonitor"), "no ServiceMonitor with its API: {monitored}");
+
+    // The chart's Slurm: KillWait from its slurm.conf reaches the host.
+    let slurm = render(&["--set", "slurmCluster.enabled=true", "--set", "slurmCluster.config.killWait=45"])?;
+    assert!(slurm.contains("KillWait=45") && slurm.contains(r#"{name: SUNK_SLURM_KILL_WAIT, value: "45"}"#));
+    assert!(
+        slurm.contains("SelectTypeParameters=CR_Core_Memory")
+            && slurm.contains("SlurmctldParameters=enable_configless")
+    );
+    // The example values stay valid.
+    let example = render(&["-f", "examples/helm/slurm-cluster.yaml"])?;
+    assert!(example.contains("PreemptType=preempt/partition_prio") && example.contains("kind: NodeSet"));
     Ok(())
 }

@@ -1,0 +1,38 @@
+# Sourced by the hook pods' scripts (bash): Slurm's REST API without a Slurm client. Slurm 24.11's
+# commands authenticate through a local daemon's socket (slurmctld, slurmd or sackd), which these pods
+# do not have; slurmrestd takes a JWT signed with the cluster's JWT key instead.
+# Env: SLURMRESTD (host:port), JWT_KEY (path of the key).
+
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+
+# jwt USER: an HS256 token for USER, valid for five minutes.
+jwt() {
+  local now header payload key sig
+  now=$(date +%s)
+  header=$(printf '{"alg":"HS256","typ":"JWT"}' | b64url)
+  payload=$(printf '{"iat":%d,"exp":%d,"sun":"%s"}' "$now" $((now + 300)) "$1" | b64url)
+  key=$(od -An -v -tx1 "$JWT_KEY" | tr -d ' \n')
+  sig=$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$key" -binary | b64url)
+  printf '%s.%s.%s' "$header" "$payload" "$sig"
+}
+
+# slurm_get PATH: slurmrestd's whole response (status line, headers, body) to a GET as root.
+slurm_get() {
+  local token
+  token=$(jwt root)
+  exec 3<>"/dev/tcp/${SLURMRESTD%:*}/${SLURMRESTD#*:}"
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\nX-SLURM-USER-TOKEN: %s\r\n\r\n' "$1" "${SLURMRESTD%:*}" "$token" >&3
+  cat <&3
+  exec 3<&-
+}
+
+# status_line RESPONSE: the first line, without its CR.
+status_line() { local line=${1%%$'\n'*}; printf '%s' "${line%$'\r'}"; }
+
+# slurm_node_count: how many node records Slurm has.
+slurm_node_count() {
+  local response
+  response=$(slurm_get /slurm/v0.0.42/nodes) || return 1
+  [[ $(status_line "$response") == *" 200 "* ]] || return 1
+  grep -c '"architecture":' <<<"$response" || true
+}

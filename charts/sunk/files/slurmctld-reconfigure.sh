@@ -1,0 +1,29 @@
+#!/bin/sh
+# Sidecar of slurmctld: applies a changed slurm.conf, gres.conf or cgroup.conf (the ConfigMap volume
+# the kubelet refreshes in place) with `scontrol reconfigure`. Replacing the pod instead would lose
+# slurmctld's state when it lives on an emptyDir, and with it every running job.
+set -u
+src=/etc/slurm-src
+changed() {
+  for file in "$src"/*.conf; do
+    [ "$(md5sum <"$file")" = "$(md5sum <"/etc/slurm/$(basename "$file")" 2>/dev/null)" ] || return 0
+  done
+  return 1
+}
+pending=false
+while sleep "${RECONFIGURE_INTERVAL:-5}"; do
+  if changed; then
+    for file in "$src"/*.conf; do
+      name=$(basename "$file")
+      cp "$file" "/etc/slurm/.$name.new" && mv "/etc/slurm/.$name.new" "/etc/slurm/$name"
+    done
+    pending=true
+  fi
+  $pending || continue
+  if scontrol reconfigure; then
+    pending=false
+    echo "configuration changed: slurmctld reconfigured"
+  else
+    echo "configuration changed, but scontrol reconfigure failed; retrying"
+  fi
+done
