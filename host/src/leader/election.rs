@@ -1,0 +1,168 @@
+//! Waiting for the Lease, holding it, losing it, and letting it go.
+
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder, LeaseManagerError, LeaseParams};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::observer::{self, Observed};
+use super::{Config, LEASE_DURATION, RENEW_BEFORE_EXPIRY, STOP_BEFORE_EXPIRY};
+
+/// Pause after a failed Lease request before the next try.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// This process's candidacy: a watch on the Lease, and the means to take it.
+pub struct Election {
+    client: Client,
+    config: Config,
+    observed: watch::Receiver<Option<Observed>>,
+}
+
+impl Election {
+    /// Starts watching the Lease; nothing is taken until [`Election::acquire`].
+    pub fn start(client: Client, config: Config) -> Self {
+        let api = Api::<Lease>::namespaced(client.clone(), &config.namespace);
+        let observed = observer::observe(api, &config.lease);
+        Self { client, config, observed }
+    }
+
+    /// Whether the Lease has been read, i.e. this process knows who leads (for `/readyz`).
+    pub fn synced(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let observed = self.observed.clone();
+        move || observed.borrow().is_some()
+    }
+
+    /// Waits until this process holds the Lease. A Lease the leader releases is taken at once; one
+    /// it stopped renewing (the leader died) when it runs out.
+    pub async fn acquire(&self) -> Leadership {
+        let mut observed = self.observed.clone();
+        let lease = format!("{}/{}", self.config.namespace, self.config.lease);
+        tracing::info!(%lease, identity = %self.config.identity, "waiting for the leader Lease");
+        loop {
+            // Only a release seen after the manager has read the Lease is news to it.
+            observed.mark_unchanged();
+            let manager = match manager(&self.client, &self.config).await {
+                Ok(manager) => manager,
+                Err(error) => {
+                    tracing::warn!(%lease, %error, "reading the leader Lease failed; retrying");
+                    tokio::time::sleep(RETRY).await;
+                    continue;
+                }
+            };
+            tokio::select! {
+                result = manager.changed() => match result {
+                    Ok(true) => {
+                        tracing::info!(%lease, identity = %self.config.identity, "took the leader Lease");
+                        return Leadership { manager, config: self.config.clone(), observed, acquired: Instant::now() };
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::warn!(%lease, %error, "taking the leader Lease failed; retrying");
+                        tokio::time::sleep(RETRY).await;
+                    }
+                },
+                () = freed(&mut observed) => tracing::info!(%lease, "the leader released the Lease"),
+            }
+        }
+    }
+}
+
+/// The Lease, held. Writers run only while [`Leadership::lost`] has not resolved.
+pub struct Leadership {
+    manager: LeaseManager,
+    config: Config,
+    observed: watch::Receiver<Option<Observed>>,
+    acquired: Instant,
+}
+
+impl Leadership {
+    /// Keeps renewing the Lease; resolves, with the reason, as soon as this process may no longer
+    /// write: another holder appeared, or the claim could not be renewed and is about to run out
+    /// (`STOP_BEFORE_EXPIRY` before a follower may take it).
+    pub async fn lost(&mut self) -> String {
+        let Self { manager, config, observed, acquired } = self;
+        let manager = &*manager;
+        // What the watch shows before it shows this process as the holder predates the takeover (a
+        // release, the dead leader's last renewal): until then only the acquisition time counts.
+        let mut confirmed: Option<SystemTime> = None;
+        let mut watching = true;
+        let mut renewing = std::pin::pin!(renew(manager, Duration::ZERO));
+        loop {
+            let deadline = match confirmed {
+                Some(expires) => instant_of(expires),
+                None => *acquired + LEASE_DURATION,
+            }
+            .checked_sub(STOP_BEFORE_EXPIRY)
+            .unwrap_or_else(Instant::now);
+            tokio::select! {
+                result = &mut renewing => match result {
+                    Ok(true) => renewing.set(renew(manager, Duration::ZERO)),
+                    Ok(false) => return "another host took the Lease".into(),
+                    Err(error) => {
+                        tracing::warn!(lease = %config.lease, %error, "renewing the leader Lease failed; retrying");
+                        renewing.set(renew(manager, RETRY));
+                    }
+                },
+                changed = observed.changed(), if watching => {
+                    watching = changed.is_ok();
+                    let seen = observed.borrow_and_update().clone();
+                    match seen {
+                        Some(seen) if seen.is_held_by(&config.identity) => confirmed = seen.expires.or(confirmed),
+                        Some(seen) if confirmed.is_some() => {
+                            return format!("the Lease is now held by {}", seen.holder.as_deref().unwrap_or("nobody"));
+                        }
+                        _ => {}
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    return "the Lease could not be renewed before it ran out".into();
+                }
+            }
+        }
+    }
+}
+
+/// Lets go of the Lease if `config.identity` holds it, so that a follower takes over at once. Meant
+/// for the way out, once the writers are gone, so it makes its own manager (with the same identity
+/// and field manager as the one that took the Lease).
+pub async fn release(client: Client, config: &Config) -> Result<(), LeaseManagerError> {
+    manager(&client, config).await?.release().await
+}
+
+async fn manager(client: &Client, config: &Config) -> Result<LeaseManager, LeaseManagerError> {
+    let params = LeaseParams::new(&config.identity, LEASE_DURATION.as_secs(), RENEW_BEFORE_EXPIRY.as_secs());
+    LeaseManagerBuilder::new(client.clone(), &config.lease)
+        .with_namespace(&config.namespace)
+        .with_parameters(params)
+        .with_create_mode(LeaseCreateMode::AutoCreate)
+        .build()
+        .await
+}
+
+/// One step of the manager's renewal loop, after a pause: it returns only when the holder changes
+/// (or on an error), renewing in between.
+async fn renew(manager: &LeaseManager, after: Duration) -> Result<bool, LeaseManagerError> {
+    tokio::time::sleep(after).await;
+    manager.changed().await
+}
+
+/// Resolves when the watch shows the Lease let go (released or deleted).
+async fn freed(observed: &mut watch::Receiver<Option<Observed>>) {
+    loop {
+        if observed.changed().await.is_err() {
+            // The watch ended: the manager alone decides, when the claim runs out.
+            return std::future::pending().await;
+        }
+        if observed.borrow_and_update().as_ref().is_some_and(Observed::is_free) {
+            return;
+        }
+    }
+}
+
+/// The monotonic instant of a wall-clock time (now, if it has passed).
+fn instant_of(time: SystemTime) -> Instant {
+    Instant::now() + time.duration_since(SystemTime::now()).unwrap_or_default()
+}
