@@ -275,12 +275,14 @@ fn stop_requested() -> anyhow::Result<impl Future<Output = ()>> {
 /// instead of when the claim runs out. The host's runtime is gone by now: this has its own, and its
 /// own client.
 fn release_lease(kubeconfig: Option<PathBuf>, config: &leader::Config) {
-    let released = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|runtime| {
-        runtime.block_on(tokio::time::timeout(RELEASE, async {
-            let client = crate::kube::connect(kubeconfig.as_deref()).await?;
-            leader::release(client, config).await.context("releasing the leader Lease")
-        }))
-    });
+    let release = async {
+        let client = crate::kube::connect(kubeconfig.as_deref()).await?;
+        leader::release(client, config).await.context("releasing the leader Lease")
+    };
+    let released = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|runtime| runtime.block_on(async { tokio::time::timeout(RELEASE, release).await }));
     match released {
         Ok(Ok(Ok(()))) => tracing::info!(lease = %config.lease, "leader Lease let go"),
         Ok(Ok(Err(error))) => tracing::warn!(lease = %config.lease, "{error:#}; it runs out on its own"),

@@ -108,13 +108,10 @@ impl Leadership {
                 },
                 changed = observed.changed(), if watching => {
                     watching = changed.is_ok();
-                    let seen = observed.borrow_and_update().clone();
-                    match seen {
-                        Some(seen) if seen.is_held_by(&config.identity) => confirmed = seen.expires.or(confirmed),
-                        Some(seen) if confirmed.is_some() => {
-                            return format!("the Lease is now held by {}", seen.holder.as_deref().unwrap_or("nobody"));
-                        }
-                        _ => {}
+                    match news(observed.borrow_and_update().as_ref(), &config.identity, confirmed.is_some()) {
+                        News::Held(expires) => confirmed = expires.or(confirmed),
+                        News::Lost(reason) => return reason,
+                        News::Stale => {}
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => {
@@ -122,6 +119,28 @@ impl Leadership {
                 }
             }
         }
+    }
+}
+
+/// What the leader makes of the Lease as the watch shows it.
+#[derive(Debug, PartialEq, Eq)]
+enum News {
+    /// Still ours, with the claim running out then.
+    Held(Option<SystemTime>),
+    /// No longer ours: stop writing.
+    Lost(String),
+    /// Seen before the watch first showed this process as the holder, so older than the takeover
+    /// (a release, the dead leader's last renewal): says nothing about the claim.
+    Stale,
+}
+
+fn news(seen: Option<&Observed>, identity: &str, confirmed: bool) -> News {
+    match seen {
+        Some(seen) if seen.is_held_by(identity) => News::Held(seen.expires),
+        Some(seen) if confirmed => {
+            News::Lost(format!("the Lease is now held by {}", seen.holder.as_deref().unwrap_or("nobody")))
+        }
+        _ => News::Stale,
     }
 }
 
@@ -165,4 +184,41 @@ async fn freed(observed: &mut watch::Receiver<Option<Observed>>) {
 /// The monotonic instant of a wall-clock time (now, if it has passed).
 fn instant_of(time: SystemTime) -> Instant {
     Instant::now() + time.duration_since(SystemTime::now()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held_by(holder: Option<&str>, expires: u64) -> Observed {
+        Observed {
+            holder: holder.map(str::to_owned),
+            expires: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(expires)),
+        }
+    }
+
+    #[test]
+    fn a_leader_ignores_what_predates_its_takeover() {
+        for seen in [None, Some(held_by(None, 5)), Some(held_by(Some("dead"), 5))] {
+            assert_eq!(news(seen.as_ref(), "me", false), News::Stale, "{seen:?}");
+        }
+    }
+
+    #[test]
+    fn a_leader_follows_its_renewals() {
+        let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(20);
+        for confirmed in [false, true] {
+            assert_eq!(news(Some(&held_by(Some("me"), 20)), "me", confirmed), News::Held(Some(expires)));
+        }
+    }
+
+    #[test]
+    fn a_confirmed_leader_loses_to_another_holder_or_a_release() {
+        let lost = |seen: Observed| match news(Some(&seen), "me", true) {
+            News::Lost(reason) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(lost(held_by(Some("other"), 9)), "the Lease is now held by other");
+        assert_eq!(lost(held_by(None, 9)), "the Lease is now held by nobody");
+    }
 }

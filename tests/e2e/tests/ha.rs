@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
@@ -137,11 +138,11 @@ async fn a_killed_leader_is_replaced_within_15s_and_every_pod_keeps_exactly_one_
         for (pod, job) in jobs {
             by_uid.entry(pod.uid).or_default().push(job);
         }
-        let placed = |pod: &k8s_openapi::api::core::v1::Pod| {
+        let placed = |pod: &Pod| {
             node_name(pod).is_some()
                 || scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "SlurmJobPending")
         };
-        let one_job = |pod: &k8s_openapi::api::core::v1::Pod| by_uid.get(pod.uid().as_deref()?).map(Vec::len) == Some(1);
+        let one_job = |pod: &Pod| pod.uid().and_then(|uid| by_uid.get(&uid)).map(Vec::len) == Some(1);
         pods.iter().all(|pod| placed(pod) && one_job(pod)).then_some((pods, by_uid))
     })
     .await;
