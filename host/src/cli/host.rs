@@ -232,7 +232,8 @@ fn election_config(args: &HostArgs) -> anyhow::Result<Option<leader::Config>> {
         "--leader-election-lease {lease:?} is not a valid Lease name (lowercase letters, digits, '-' and '.')"
     );
     let pod_namespace = std::env::var("POD_NAMESPACE").ok();
-    let namespace = lease_namespace(args.leader_election_namespace.clone(), pod_namespace).unwrap_or_else(own_namespace);
+    let namespace =
+        lease_namespace(args.leader_election_namespace.clone(), pod_namespace).unwrap_or_else(own_namespace);
     anyhow::ensure!(
         is_dns_subdomain(&namespace) && !namespace.contains('.'),
         "--leader-election-namespace {namespace:?} is not a namespace name"
@@ -248,7 +249,10 @@ fn lease_namespace(flag: Option<String>, pod_namespace: Option<String>) -> Optio
 fn is_dns_subdomain(name: &str) -> bool {
     let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
     let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    name.len() <= 253 && name.chars().all(allowed) && alphanumeric(name.chars().next()) && alphanumeric(name.chars().last())
+    name.len() <= 253
+        && name.chars().all(allowed)
+        && alphanumeric(name.chars().next())
+        && alphanumeric(name.chars().last())
 }
 
 /// Resolves when the Lease is lost; never without leader election.
@@ -286,7 +290,9 @@ fn release_lease(kubeconfig: Option<PathBuf>, config: &leader::Config) {
     match released {
         Ok(Ok(Ok(()))) => tracing::info!(lease = %config.lease, "leader Lease let go"),
         Ok(Ok(Err(error))) => tracing::warn!(lease = %config.lease, "{error:#}; it runs out on its own"),
-        Ok(Err(_)) => tracing::warn!(lease = %config.lease, "releasing the leader Lease timed out; it runs out on its own"),
+        Ok(Err(_)) => {
+            tracing::warn!(lease = %config.lease, "releasing the leader Lease timed out; it runs out on its own")
+        }
         Err(error) => tracing::warn!(lease = %config.lease, %error, "no runtime to release the leader Lease"),
     }
 }

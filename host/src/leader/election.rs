@@ -64,7 +64,7 @@ impl Election {
                         tokio::time::sleep(RETRY).await;
                     }
                 },
-                () = freed(&mut observed) => tracing::info!(%lease, "the leader released the Lease"),
+                () = freed(&mut observed) => tracing::info!(%lease, "the leader Lease is free; taking it"),
             }
         }
     }

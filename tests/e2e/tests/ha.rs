@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
 use kube::ResourceExt;
+use kube::api::{Api, ListParams};
 use sunk::leader::RENEW_BEFORE_EXPIRY;
 use sunk::slurm::{Job, JobState};
 use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, wait_for};
@@ -81,7 +81,8 @@ async fn leader_and_follower(cluster: &mut Cluster) -> anyhow::Result<(usize, St
 
 /// The Events sunk recorded in this namespace, as (reason, reporting instance, time, object).
 async fn events(cluster: &Cluster) -> anyhow::Result<Vec<(String, String, SystemTime, String)>> {
-    let events = Api::<Event>::namespaced(cluster.kube.clone(), &cluster.namespace).list(&ListParams::default()).await?;
+    let events =
+        Api::<Event>::namespaced(cluster.kube.clone(), &cluster.namespace).list(&ListParams::default()).await?;
     Ok(events
         .items
         .into_iter()
@@ -123,7 +124,9 @@ async fn a_killed_leader_is_replaced_within_15s_and_every_pod_keeps_exactly_one_
         jobs.iter().any(|(pod, _)| pod.name >= name(BURST / 2)).then(|| killed.elapsed())
     })
     .await?;
-    eprintln!("SIGKILL failover: the follower held the Lease after {takeover:?}; its first new job after {first_job:?}");
+    eprintln!(
+        "SIGKILL failover: the follower held the Lease after {takeover:?}; its first new job after {first_job:?}"
+    );
     assert!(takeover <= TAKEOVER, "the follower took over after {takeover:?}, more than {TAKEOVER:?}");
     assert_eq!(leader_gauge(&cluster, follower, &b).await?, "1");
 
