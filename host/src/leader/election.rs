@@ -11,8 +11,10 @@ use tokio::time::Instant;
 use super::observer::{self, Observed};
 use super::{Config, LEASE_DURATION, RENEW_BEFORE_EXPIRY, STOP_BEFORE_EXPIRY};
 
-/// Pause after a failed Lease request before the next try.
+/// Pause after a failed Lease request before the next try. A follower doubles it on every failure
+/// (while it waits), up to `FOLLOWER_RETRY_MAX`: a Lease it may not read fails until RBAC is fixed.
 const RETRY: Duration = Duration::from_millis(500);
+const FOLLOWER_RETRY_MAX: Duration = Duration::from_secs(8);
 
 /// This process's candidacy: a watch on the Lease, and the means to take it.
 pub struct Election {
@@ -41,14 +43,16 @@ impl Election {
         let mut observed = self.observed.clone();
         let lease = format!("{}/{}", self.config.namespace, self.config.lease);
         tracing::info!(%lease, identity = %self.config.identity, "waiting for the leader Lease");
+        let mut retry = RETRY;
         loop {
             // Only a release seen after the manager has read the Lease is news to it.
             observed.mark_unchanged();
             let manager = match manager(&self.client, &self.config).await {
                 Ok(manager) => manager,
                 Err(error) => {
-                    tracing::warn!(%lease, %error, "reading the leader Lease failed; retrying");
-                    tokio::time::sleep(RETRY).await;
+                    tracing::warn!(%lease, %error, ?retry, "reading the leader Lease failed; retrying");
+                    tokio::time::sleep(retry).await;
+                    retry = (retry * 2).min(FOLLOWER_RETRY_MAX);
                     continue;
                 }
             };
@@ -60,8 +64,9 @@ impl Election {
                     }
                     Ok(false) => {}
                     Err(error) => {
-                        tracing::warn!(%lease, %error, "taking the leader Lease failed; retrying");
-                        tokio::time::sleep(RETRY).await;
+                        tracing::warn!(%lease, %error, ?retry, "taking the leader Lease failed; retrying");
+                        tokio::time::sleep(retry).await;
+                        retry = (retry * 2).min(FOLLOWER_RETRY_MAX);
                     }
                 },
                 () = freed(&mut observed) => tracing::info!(%lease, "the leader Lease is free; taking it"),

@@ -166,22 +166,12 @@ impl Cluster {
         Ok(())
     }
 
-    /// The process id of a host started earlier.
-    pub fn host_pid(&self, host: usize) -> u32 {
-        self.hosts[host].id()
-    }
-
     /// Asks a host started earlier to stop (SIGTERM), as Kubernetes does, and waits for it to exit;
     /// returns its exit status.
     pub async fn terminate_host(&mut self, host: usize, timeout: Duration) -> anyhow::Result<ExitStatus> {
         let pid = i32::try_from(self.hosts[host].id())?;
         signal(pid, "TERM")?;
-        let child = &mut self.hosts[host];
-        wait_for("the host to exit after SIGTERM", timeout, || {
-            let status = child.try_wait().ok().flatten();
-            async move { status }
-        })
-        .await
+        self.wait_host_exit(host, timeout).await
     }
 
     /// A host's `/readyz`: its status code and body.
@@ -202,12 +192,12 @@ impl Cluster {
             .collect())
     }
 
-    /// Waits for a host started earlier to exit on its own (e.g. at a failpoint).
-    pub async fn wait_host_exit(&mut self, host: usize, timeout: Duration) -> anyhow::Result<()> {
+    /// Waits for a host started earlier to exit on its own (e.g. at a failpoint); its exit status.
+    pub async fn wait_host_exit(&mut self, host: usize, timeout: Duration) -> anyhow::Result<ExitStatus> {
         let child = &mut self.hosts[host];
         wait_for("the host to exit", timeout, || {
-            let exited = child.try_wait().ok().flatten().is_some();
-            async move { exited.then_some(()) }
+            let status = child.try_wait().ok().flatten();
+            async move { status }
         })
         .await
     }

@@ -10,7 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use sunk::leader::RENEW_BEFORE_EXPIRY;
 use sunk::slurm::{Job, JobState};
 use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, wait_for};
@@ -212,5 +212,32 @@ async fn a_leader_asked_to_stop_hands_over_at_once() -> anyhow::Result<()> {
     })
     .await?;
     assert_eq!(by, b, "the new leader bound it");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_taken_stops_at_once() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("ha-lost").await?;
+    let (leader, _, follower, b) = leader_and_follower(&mut cluster).await?;
+    cluster.create_pod(pod("before", "1", "64Mi")).await?;
+    cluster.wait_pod("before", "the leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
+
+    // Someone else (a host that was partitioned away, an operator) claims the Lease.
+    let leases = Api::<Lease>::namespaced(cluster.kube.clone(), &cluster.namespace);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let claim = serde_json::json!({"spec": {"holderIdentity": "intruder", "renewTime": now, "acquireTime": now}});
+    let taken = Instant::now();
+    leases.patch(LEASE, &PatchParams::default(), &Patch::Merge(&claim)).await?;
+    let status = cluster.wait_host_exit(leader, BIND).await?;
+    let stopped = taken.elapsed();
+    eprintln!("a leader whose Lease was taken exited after {stopped:?}");
+    assert!(!status.success(), "losing the Lease is an error exit, so that Kubernetes restarts it: {status}");
+    assert!(stopped < RENEW_BEFORE_EXPIRY, "the leader went on for {stopped:?} after losing the Lease");
+
+    // The follower waits out the intruder's claim, then takes over.
+    cluster.create_pod(pod("after", "1", "64Mi")).await?;
+    assert_eq!(leader_gauge(&cluster, follower, &b).await?, "0");
+    wait_holder(&cluster, &b, taken, TAKEOVER + Duration::from_secs(10)).await?;
+    cluster.wait_pod("after", "the new leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
     Ok(())
 }
