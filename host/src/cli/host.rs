@@ -288,7 +288,7 @@ fn release_lease(kubeconfig: Option<PathBuf>, config: &leader::Config) {
         .build()
         .map(|runtime| runtime.block_on(async { tokio::time::timeout(RELEASE, release).await }));
     match released {
-        Ok(Ok(Ok(()))) => tracing::info!(lease = %config.lease, "leader Lease let go"),
+        Ok(Ok(Ok(()))) => tracing::info!(lease = %config.lease, "leader Lease released, if this host held it"),
         Ok(Ok(Err(error))) => tracing::warn!(lease = %config.lease, "{error:#}; it runs out on its own"),
         Ok(Err(_)) => {
             tracing::warn!(lease = %config.lease, "releasing the leader Lease timed out; it runs out on its own")

@@ -93,6 +93,10 @@ impl Leadership {
         // What the watch shows before it shows this process as the holder predates the takeover (a
         // release, the dead leader's last renewal): until then only the acquisition time counts.
         let mut confirmed: Option<SystemTime> = None;
+        // Waiting for the Lease already consumed the watch's news of the takeover itself.
+        if let News::Held(expires) = news(observed.borrow_and_update().as_ref(), &config.identity, false) {
+            confirmed = expires;
+        }
         let mut watching = true;
         let mut renewing = std::pin::pin!(renew(manager, Duration::ZERO));
         loop {
