@@ -91,6 +91,15 @@ async fn leader_and_follower(cluster: &mut Cluster) -> anyhow::Result<(usize, St
     Ok((leader, a, follower, b))
 }
 
+/// A fresh test namespace with a leader that has bound a pod (`before`) and its ready follower.
+async fn leader_at_work(test: &str) -> anyhow::Result<(Cluster, usize, usize, String)> {
+    let mut cluster = Cluster::connect(test).await?;
+    let (leader, _, follower, b) = leader_and_follower(&mut cluster).await?;
+    cluster.create_pod(pod("before", "1", "64Mi")).await?;
+    cluster.wait_pod("before", "the leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
+    Ok((cluster, leader, follower, b))
+}
+
 /// The Events sunk recorded in this namespace, as (reason, reporting instance, time, object).
 async fn events(cluster: &Cluster) -> anyhow::Result<Vec<(String, String, SystemTime, String)>> {
     let events =
@@ -190,10 +199,7 @@ async fn a_killed_leader_is_replaced_within_15s_and_every_pod_keeps_exactly_one_
 
 #[tokio::test]
 async fn a_leader_asked_to_stop_hands_over_at_once() -> anyhow::Result<()> {
-    let mut cluster = Cluster::connect("ha-stop").await?;
-    let (leader, _, follower, b) = leader_and_follower(&mut cluster).await?;
-    cluster.create_pod(pod("before", "1", "64Mi")).await?;
-    cluster.wait_pod("before", "the leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
+    let (mut cluster, leader, follower, b) = leader_at_work("ha-stop").await?;
 
     let asked = SystemTime::now();
     let status = cluster.terminate_host(leader, BIND).await?;
@@ -220,10 +226,7 @@ async fn a_leader_asked_to_stop_hands_over_at_once() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_leader_whose_lease_is_taken_stops_at_once() -> anyhow::Result<()> {
-    let mut cluster = Cluster::connect("ha-lost").await?;
-    let (leader, _, follower, b) = leader_and_follower(&mut cluster).await?;
-    cluster.create_pod(pod("before", "1", "64Mi")).await?;
-    cluster.wait_pod("before", "the leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
+    let (mut cluster, leader, follower, b) = leader_at_work("ha-lost").await?;
 
     // Someone else (a host that was partitioned away, an operator) claims the Lease.
     let leases = Api::<Lease>::namespaced(cluster.kube.clone(), &cluster.namespace);
