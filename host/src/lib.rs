@@ -9,6 +9,7 @@ mod failpoint;
 pub mod http;
 pub mod kube;
 pub mod latency;
+pub mod leader;
 pub mod nodeset;
 pub mod policy;
 pub mod scheduler;

@@ -1,5 +1,6 @@
 //! `sunk host`: the long-running controller.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,8 +10,10 @@ use anyhow::Context as _;
 use clap::Args;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::delivery::{self, Decision};
+use crate::leader::{self, Election, LeaderGauge, Leadership};
 use crate::nodeset::{self, ClusterSettings};
 use crate::policy::{self, FailureModes, OnFailure, Policies};
 use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, TokenSigner};
@@ -87,21 +90,49 @@ pub struct HostArgs {
     /// detector style, e.g. `GpuUnhealthy,KernelDeadlock`). Comma-separated or repeated.
     #[arg(long = "drain-conditions", env = "SUNK_DRAIN_CONDITIONS", value_delimiter = ',')]
     drain_conditions: Vec<String>,
+    /// Runs the controllers that write (submit, bind, cancel, drain, update NodeSets and
+    /// PolicyModules) only while this process holds a Lease, so that several replicas can run: one
+    /// leads, the others serve /metrics, /healthz and /readyz and take over when it goes.
+    #[arg(long, env = "SUNK_LEADER_ELECTION", default_value_t = false, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// The Lease's namespace; default: POD_NAMESPACE, else the host's own namespace in a cluster,
+    /// else `default`.
+    #[arg(long, env = "SUNK_LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// The Lease's name; replicas of one host share it.
+    #[arg(long, env = "SUNK_LEADER_ELECTION_LEASE", default_value = "sunk-host")]
+    leader_election_lease: String,
 }
 
 /// The namespace a pod's service account lives in, when running in a cluster.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+/// On SIGTERM, how long the controllers may take to finish the reconciles under way.
+const DRAIN: Duration = Duration::from_secs(3);
+/// How long the way out may take to hand the Lease over.
+const RELEASE: Duration = Duration::from_secs(5);
 
 pub fn run(args: HostArgs) -> anyhow::Result<()> {
+    let election = election_config(&args)?;
+    let kubeconfig = args.kubeconfig.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(serve(args))
+    let result = runtime.block_on(serve(args, election.clone()));
+    // Every writer is a task of this runtime: once it is down nothing of this process writes any
+    // more, and only then may a follower take over.
+    runtime.shutdown_timeout(DRAIN);
+    if let Some(config) = election {
+        release_lease(kubeconfig, &config);
+    }
+    result
 }
 
-async fn serve(args: HostArgs) -> anyhow::Result<()> {
+async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.scheduler || args.nodeset_controller || args.syncer,
         "--scheduler=false, --nodeset-controller=false and --syncer=false leave the host nothing to do"
     );
+    // Listening from the start: a SIGTERM while following or starting must not be lost.
+    let mut stop = std::pin::pin!(stop_requested()?);
     let key = std::fs::read(&args.slurm_jwt_key)
         .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
     let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
@@ -113,41 +144,87 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
 
     let mut registry = prometheus_client::registry::Registry::default();
     policies.metrics.register(&mut registry);
-    let reconcile_metrics = crate::kube::ReconcileMetrics::default();
-    reconcile_metrics.register(&mut registry);
-
-    let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
-    tokio::spawn(delivery::run(client.clone(), namespace, policies.clone()));
+    let metrics = WriterMetrics::default();
+    metrics.register(&mut registry);
+    let identity = election.as_ref().map_or_else(leader::identity, |config| config.identity.clone());
+    let leading = LeaderGauge::register(&mut registry, &identity);
+    let readiness = http::Readiness::default();
+    // What only reads runs on followers too, so that a takeover starts warm.
+    let election = election.map(|config| Election::start(client.clone(), config));
+    if let Some(election) = &election {
+        readiness.check("leader-lease", election.synced());
+    }
+    let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
+    // One cache of Slurm's nodes, polled once, read by every controller that needs it.
+    let slurm_nodes =
+        (args.nodeset_controller || args.syncer).then(|| NodeCache::new(NodeCacheConfig::every(poll_interval)));
+    if let Some(slurm_nodes) = &slurm_nodes {
+        slurm_nodes.register(&mut registry);
+        tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+        let slurm_nodes = slurm_nodes.clone();
+        readiness.check("slurm-nodes", move || slurm_nodes.snapshot().is_ok());
+    }
     if let Some(dir) = args.policy_dir.clone() {
         tokio::spawn(delivery::watch_directory(dir, policies.clone()));
     }
-    let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
-    // The controllers this host runs, side by side; the first to fail ends the host.
-    let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
-    // One cache of Slurm's nodes, polled once, read by every controller that needs it.
-    let slurm_nodes = NodeCache::new(NodeCacheConfig::every(poll_interval));
-    if args.nodeset_controller || args.syncer {
-        slurm_nodes.register(&mut registry);
-        tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+    http::serve(args.http_addr, registry, readiness).await?;
+
+    let mut leadership = match &election {
+        None => None,
+        Some(election) => tokio::select! {
+            leadership = election.acquire() => Some(leadership),
+            () = &mut stop => return Ok(()),
+        },
+    };
+    leading.set(true);
+    let mut writers = std::pin::pin!(writers(args, client, slurm, slurm_nodes, policies, metrics));
+    tokio::select! {
+        result = &mut writers => result,
+        reason = lost(&mut leadership) => {
+            anyhow::bail!("lost the leader Lease ({reason}): exiting at once so that only the new leader writes")
+        }
+        () = &mut stop => {
+            // The controllers stop on the same signal once their reconciles under way are done.
+            tracing::info!("asked to stop: finishing the reconciles under way");
+            if tokio::time::timeout(DRAIN, &mut writers).await.is_err() {
+                tracing::warn!(drain = ?DRAIN, "controllers still busy; stopping them");
+            }
+            Ok(())
+        }
     }
-    if args.syncer {
-        let metrics = crate::syncer::SyncerMetrics::default();
-        metrics.register(&mut registry);
+}
+
+/// Everything that writes: the controllers this host runs, side by side; the first to fail ends
+/// the host. With leader election, only the leader runs them.
+async fn writers(
+    args: HostArgs,
+    client: kube::Client,
+    slurm: SlurmClient,
+    slurm_nodes: Option<NodeCache>,
+    policies: Arc<Policies>,
+    metrics: WriterMetrics,
+) -> anyhow::Result<()> {
+    let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
+    // PolicyModules get their status (and Events) from here, so they are the leader's too.
+    let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> =
+        vec![delivery::run(client.clone(), namespace, policies.clone()).map(Ok).boxed()];
+    let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
+    if let (Some(slurm_nodes), true) = (&slurm_nodes, args.syncer) {
         let config = crate::syncer::Config {
             watched_conditions: args.drain_conditions.clone(),
-            metrics,
-            passes: reconcile_metrics.clone(),
+            metrics: metrics.syncer.clone(),
+            passes: metrics.passes.clone(),
         };
         let syncer = crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
         controllers.push(syncer.boxed());
     }
-    if args.nodeset_controller {
+    if let (Some(slurm_nodes), true) = (slurm_nodes, args.nodeset_controller) {
         let cluster = ClusterSettings {
             conf_server: conf_server(args.slurmctld_address.as_deref(), &args.slurm_url)?,
             slurm_key_secret: args.slurm_key_secret.clone(),
         };
         let config =
-            nodeset::Config { cluster, namespace: args.nodeset_namespace.clone(), metrics: reconcile_metrics.clone() };
+            nodeset::Config { cluster, namespace: args.nodeset_namespace.clone(), metrics: metrics.passes.clone() };
         controllers.push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
     }
     if args.scheduler {
@@ -165,8 +242,98 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
         };
         controllers.push(scheduler::run(client, slurm, policies, config).boxed());
     }
-    http::serve(args.http_addr, registry).await?;
     futures::future::try_join_all(controllers).await.map(drop)
+}
+
+/// The series the writing controllers report to, registered before any of them starts (followers
+/// serve them too, at zero).
+#[derive(Default)]
+struct WriterMetrics {
+    passes: crate::kube::ReconcileMetrics,
+    syncer: crate::syncer::SyncerMetrics,
+}
+
+impl WriterMetrics {
+    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.passes.register(registry);
+        self.syncer.register(registry);
+    }
+}
+
+/// `--leader-election` and its Lease, checked before anything starts.
+fn election_config(args: &HostArgs) -> anyhow::Result<Option<leader::Config>> {
+    if !args.leader_election {
+        return Ok(None);
+    }
+    let lease = args.leader_election_lease.clone();
+    anyhow::ensure!(
+        is_dns_subdomain(&lease),
+        "--leader-election-lease {lease:?} is not a valid Lease name (lowercase letters, digits, '-' and '.')"
+    );
+    let pod_namespace = std::env::var("POD_NAMESPACE").ok();
+    let namespace =
+        lease_namespace(args.leader_election_namespace.clone(), pod_namespace).unwrap_or_else(own_namespace);
+    anyhow::ensure!(
+        is_dns_subdomain(&namespace) && !namespace.contains('.'),
+        "--leader-election-namespace {namespace:?} is not a namespace name"
+    );
+    Ok(Some(leader::Config { namespace, lease, identity: leader::identity() }))
+}
+
+/// The flag, else POD_NAMESPACE; `None` leaves it to the service account's namespace.
+fn lease_namespace(flag: Option<String>, pod_namespace: Option<String>) -> Option<String> {
+    flag.or(pod_namespace).map(|namespace| namespace.trim().to_owned()).filter(|namespace| !namespace.is_empty())
+}
+
+fn is_dns_subdomain(name: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    name.len() <= 253
+        && name.chars().all(allowed)
+        && alphanumeric(name.chars().next())
+        && alphanumeric(name.chars().last())
+}
+
+/// Resolves when the Lease is lost; never without leader election.
+async fn lost(leadership: &mut Option<Leadership>) -> String {
+    match leadership {
+        Some(leadership) => leadership.lost().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT; listening starts at the call.
+fn stop_requested() -> anyhow::Result<impl Future<Output = ()>> {
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
+}
+
+/// Hands the Lease over on the way out, if this process holds it, so a follower takes over at once
+/// instead of when the claim runs out. The host's runtime is gone by now: this has its own, and its
+/// own client.
+fn release_lease(kubeconfig: Option<PathBuf>, config: &leader::Config) {
+    let release = async {
+        let client = crate::kube::connect(kubeconfig.as_deref()).await?;
+        leader::release(client, config).await.context("releasing the leader Lease")
+    };
+    let released = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|runtime| runtime.block_on(async { tokio::time::timeout(RELEASE, release).await }));
+    match released {
+        Ok(Ok(Ok(()))) => tracing::info!(lease = %config.lease, "leader Lease released, if this host held it"),
+        Ok(Ok(Err(error))) => tracing::warn!(lease = %config.lease, "{error:#}; it runs out on its own"),
+        Ok(Err(_)) => {
+            tracing::warn!(lease = %config.lease, "releasing the leader Lease timed out; it runs out on its own")
+        }
+        Err(error) => tracing::warn!(lease = %config.lease, %error, "no runtime to release the leader Lease"),
+    }
 }
 
 /// `--slurmctld-address`, or the host of slurmrestd's URL with slurmctld's default port.
@@ -203,5 +370,48 @@ mod tests {
         assert_eq!(conf_server(None, "http://10.0.0.5:6820").unwrap(), "10.0.0.5:6817");
         assert_eq!(conf_server(Some("ctld:7000"), "http://x:1").unwrap(), "ctld:7000");
         assert!(conf_server(None, "not a url").is_err());
+    }
+
+    #[test]
+    fn the_lease_namespace_is_the_flag_else_pod_namespace() {
+        assert_eq!(lease_namespace(Some("ops".into()), Some("pod".into())).as_deref(), Some("ops"));
+        assert_eq!(lease_namespace(None, Some("pod".into())).as_deref(), Some("pod"));
+        assert_eq!(lease_namespace(None, Some(" ".into())), None);
+        assert_eq!(lease_namespace(None, None), None);
+    }
+
+    #[test]
+    fn lease_names_must_be_dns_subdomains() {
+        for good in ["sunk-host", "a", "sunk.host-2"] {
+            assert!(is_dns_subdomain(good), "{good}");
+        }
+        for bad in ["", "Sunk", "-x", "x-", "a_b", &"a".repeat(254)] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn leader_election_is_off_unless_asked_and_takes_a_bare_flag() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            host: HostArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let args = ["sunk", "--slurm-jwt-key", "/k"].iter().chain(extra).copied();
+            Cli::try_parse_from(args).map(|cli| cli.host)
+        };
+        assert!(!parse(&[]).unwrap().leader_election);
+        assert!(parse(&["--leader-election"]).unwrap().leader_election);
+        assert!(parse(&["--leader-election=true"]).unwrap().leader_election);
+        assert!(!parse(&["--leader-election=false"]).unwrap().leader_election);
+        assert!(parse(&["--leader-election=maybe"]).is_err());
+        let host = parse(&["--leader-election=true", "--leader-election-namespace", "ops"]).unwrap();
+        let config = election_config(&host).unwrap().unwrap();
+        assert_eq!((config.namespace.as_str(), config.lease.as_str()), ("ops", "sunk-host"));
+        let bad = parse(&["--leader-election", "--leader-election-lease", "Sunk_Host"]).unwrap();
+        let error = election_config(&bad).unwrap_err().to_string();
+        assert!(error.contains("--leader-election-lease \"Sunk_Host\""), "{error}");
     }
 }

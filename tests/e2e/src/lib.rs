@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -179,12 +179,38 @@ impl Cluster {
         Ok(())
     }
 
-    /// Waits for a host started earlier to exit on its own (e.g. at a failpoint).
-    pub async fn wait_host_exit(&mut self, host: usize, timeout: Duration) -> anyhow::Result<()> {
+    /// Asks a host started earlier to stop (SIGTERM), as Kubernetes does, and waits for it to exit;
+    /// returns its exit status.
+    pub async fn terminate_host(&mut self, host: usize, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        let pid = i32::try_from(self.hosts[host].id())?;
+        signal(pid, "TERM")?;
+        self.wait_host_exit(host, timeout).await
+    }
+
+    /// A host's `/readyz`: its status code and body.
+    pub async fn readyz(&self, host: usize) -> anyhow::Result<(u16, String)> {
+        let response = reqwest::get(format!("http://127.0.0.1:{}/readyz", self.http_ports[host])).await?;
+        Ok((response.status().as_u16(), response.text().await?))
+    }
+
+    /// Every placeholder job (any state) of this test's pods, from one job listing.
+    pub async fn jobs_in_namespace(&self) -> anyhow::Result<Vec<(PodKey, Job)>> {
+        let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
+            bail!("a full job listing came back empty")
+        };
+        Ok(jobs
+            .into_iter()
+            .filter_map(|job| PodKey::from_link(&job.admin_comment).map(|pod| (pod, job)))
+            .filter(|(pod, _)| pod.namespace == self.namespace)
+            .collect())
+    }
+
+    /// Waits for a host started earlier to exit on its own (e.g. at a failpoint); its exit status.
+    pub async fn wait_host_exit(&mut self, host: usize, timeout: Duration) -> anyhow::Result<ExitStatus> {
         let child = &mut self.hosts[host];
         wait_for("the host to exit", timeout, || {
-            let exited = child.try_wait().ok().flatten().is_some();
-            async move { exited.then_some(()) }
+            let status = child.try_wait().ok().flatten();
+            async move { status }
         })
         .await
     }
