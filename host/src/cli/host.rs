@@ -79,7 +79,8 @@ pub struct HostArgs {
     /// that name none.
     #[arg(long, env = "SUNK_SLURM_KEY_SECRET", default_value = "slurm-key")]
     slurm_key_secret: String,
-    /// Only the NodeSets of this namespace; all namespaces by default.
+    /// Only the NodeSets of this namespace (and, for the Syncer, only their slurmd pods); all namespaces
+    /// by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
     nodeset_namespace: Option<String>,
     /// Runs the Syncer (Slurm node state <-> Kubernetes Nodes and slurmd pods; cordons and node
@@ -211,6 +212,7 @@ async fn writers(
     let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
     if let (Some(slurm_nodes), true) = (&slurm_nodes, args.syncer) {
         let config = crate::syncer::Config {
+            namespace: args.nodeset_namespace.clone(),
             watched_conditions: args.drain_conditions.clone(),
             metrics: metrics.syncer.clone(),
             passes: metrics.passes.clone(),

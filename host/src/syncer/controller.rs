@@ -19,6 +19,9 @@ use crate::policy::Policies;
 use crate::slurm::{NodeCache, NodeChange, SlurmClient};
 
 pub struct Config {
+    /// Only the slurmd pods of this namespace (the NodeSets' of `--nodeset-namespace`): another
+    /// namespace's may belong to another Slurm. All namespaces when None.
+    pub namespace: Option<String>,
     /// Node condition types (besides `Ready`) shown to the drain policy, e.g. `GpuUnhealthy`.
     pub watched_conditions: Vec<String>,
     pub metrics: SyncerMetrics,
@@ -35,7 +38,11 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let (pod_store, pod_writer) = reflector::store();
     let slurmd_pods = watcher::Config::default().labels(SLURM_NODE_LABEL);
-    let pod_events = reflector(pod_writer, watcher(Api::<Pod>::all(client.clone()), slurmd_pods));
+    let pods = match &config.namespace {
+        Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
+        None => Api::<Pod>::all(client.clone()),
+    };
+    let pod_events = reflector(pod_writer, watcher(pods, slurmd_pods));
     let controller = Controller::new(Api::<Node>::all(client.clone()), watcher::Config::default());
     let changed = slurm_changes(slurm_nodes.subscribe(), pod_store.clone());
     let everything =
