@@ -14,14 +14,14 @@ cargo build -q -p sunk
 "$SUNK_ROOT/tests/cluster/up.sh"
 
 log "installing the host with Helm (charts/sunk, release sunk in namespace sunk-system)"
-# The pod scheduler, as a pod from the sunk image; the local cluster's Slurm (host processes behind
-# the Services of namespace slurm) and its NodeSet, kept by the host up.sh started.
+# The pod scheduler and the Syncer, as a pod from the sunk image; the local cluster's Slurm (host
+# processes behind the Services of namespace slurm) and its NodeSet, kept by the host up.sh started.
 kubectl create namespace sunk-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n sunk-system create secret generic slurm-jwt-key --from-file=jwt.key="$SUNK_STATE/slurm-etc/jwt.key" \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 helm upgrade --install sunk charts/sunk -n sunk-system --wait --timeout 120s \
   --set image.repository="${SUNK_IMAGE%:*}" --set image.tag="${SUNK_IMAGE##*:}" \
-  --set scheduler.name=sunk --set nodesetController.enabled=false \
+  --set scheduler.name=sunk --set nodesetController.enabled=false --set nodesetController.namespace=slurm \
   --set replicas=1 --set leaderElection.enabled=false >/dev/null
 
 kubectl apply -f examples/pods/ >/dev/null
@@ -53,6 +53,16 @@ PY
 echo
 echo "The NodeSet that keeps a slurmd pod (a Slurm dynamic node) on each GPU Node, with Slurm's view of them:"
 kubectl get nodesets -A
+echo
+echo "A cordon is a Slurm drain (the Syncer asks the bundled drain policy for the reason):"
+kubectl cordon kube-node-2 >/dev/null
+drained() { chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T | grep -q drain; }
+for _ in $(seq 100); do drained && break; sleep 0.2; done
+chroot "$SLURM_ROOT" sinfo -R -N -n kube-node-2 -o '%20N %10T %E'
+kubectl get node kube-node-2 -o jsonpath='{range .status.conditions[?(@.type=="SlurmDrain")]}  Node condition SlurmDrain={.status}: {.message}{"\n"}{end}'
+kubectl uncordon kube-node-2 >/dev/null
+for _ in $(seq 100); do drained || break; sleep 0.2; done
+echo "  uncordoned: Slurm node kube-node-2 is $(chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T) again"
 echo
 log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"
 log "hot-reload a policy: target/debug/sunk policy build examples/policies/team-accounts -o team-accounts.wasm"
