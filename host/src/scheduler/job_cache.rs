@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
 use super::placeholder::PodKey;
-use crate::slurm::{Job, JobState, JobsPage, SlurmClient, SlurmError};
+use crate::slurm::{Job, JobDescription, JobState, JobsPage, SlurmClient, SlurmError};
 
 /// A placeholder job as last seen.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,9 +63,15 @@ impl JobCache {
     }
 
     /// Remembers a job this host just submitted, so that it is known before Slurm lists it.
-    pub fn record_submitted(&self, pod: PodKey, job_id: u32) {
-        let placeholder =
-            Placeholder { pod, job: Job { job_id, job_state: vec!["PENDING".into()], ..Default::default() } };
+    pub fn record_submitted(&self, pod: PodKey, job_id: u32, submitted: &JobDescription) {
+        let job = Job {
+            job_id,
+            job_state: vec!["PENDING".into()],
+            excluded_nodes: submitted.excluded_nodes.join(","),
+            admin_comment: submitted.admin_comment.clone().unwrap_or_default(),
+            ..Default::default()
+        };
+        let placeholder = Placeholder { pod, job };
         let mut state = self.write();
         state.by_pod.entry(placeholder.pod.uid.clone()).or_default().push(placeholder.clone());
         state.submitted.push((Instant::now(), placeholder));
@@ -166,7 +172,7 @@ mod tests {
         let cache = JobCache::default();
         let began = Instant::now();
         let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
-        cache.record_submitted(pod, 7);
+        cache.record_submitted(pod, 7, &JobDescription::default());
         cache.replace(vec![job(3, "b", "RUNNING")], 100, began);
         assert_eq!(cache.for_pod("a")[0].job.job_id, 7);
         // A listing that began after the submission is the truth.

@@ -1,18 +1,23 @@
 //! The pod scheduler: pods that name sunk as their scheduler become placeholder Slurm jobs, and are
 //! bound to the Kubernetes Node that hosts the slurmd of the Slurm node the job was given.
 
+mod bind;
+mod exclusions;
 mod job_cache;
+mod node_fit;
 mod orphans;
 mod placeholder;
+mod placement;
 mod pod_record;
 mod reconcile;
 mod slurmd_pods;
+mod submit;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
@@ -23,7 +28,8 @@ pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
 
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
-use crate::slurm::{SlurmClient, SlurmError};
+use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmError};
+use placement::Placement;
 
 /// What the scheduler is told at start-up.
 pub struct Config {
@@ -42,6 +48,7 @@ pub struct Context {
     pub jobs: JobCache,
     pub policies: Arc<Policies>,
     pub slurmd: SlurmdPods,
+    pub placement: Placement,
     pub cluster: policy::Cluster,
 }
 
@@ -61,13 +68,24 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
     let slurmd_watch = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(SLURM_NODE_LABEL));
     tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().touched_objects().for_each(|_| async {}));
 
+    let (nodes_store, nodes_writer) = reflector::store();
+    let nodes_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default());
+    tokio::spawn(reflector(nodes_writer, nodes_watch).default_backoff().touched_objects().for_each(|_| async {}));
+    let slurm_nodes = NodeCache::new(NodeCacheConfig::every(config.poll_interval));
+    tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+    let slurmd = SlurmdPods::new(slurmd_store);
+    let placement = Placement { nodes: nodes_store, slurmd: slurmd.clone(), slurm_nodes };
+
     let jobs = JobCache::default();
     let (changed_tx, changed_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx));
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
-    let controller =
-        Controller::new(Api::<Pod>::all(client.clone()), ours).reconcile_on(changed_rx).shutdown_on_signal();
+    // A Node tainted or labelled, a slurmd pod or Slurm node come or gone: pending pods look again.
+    let controller = Controller::new(Api::<Pod>::all(client.clone()), ours)
+        .reconcile_on(changed_rx)
+        .reconcile_all_on(placement.clone().changes(config.poll_interval))
+        .shutdown_on_signal();
     tokio::spawn(orphans::sweep(jobs.clone(), controller.store(), slurm.clone(), config.poll_interval * 4));
 
     let ctx = Arc::new(Context {
@@ -75,7 +93,8 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
         slurm,
         jobs,
         policies,
-        slurmd: SlurmdPods::new(slurmd_store),
+        slurmd,
+        placement,
         cluster: config.cluster,
     });
     tracing::info!(scheduler = %config.scheduler_name, "pod scheduler running");

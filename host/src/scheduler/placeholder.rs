@@ -7,6 +7,9 @@ use crate::policy::{Exclusive as PolicyExclusive, JobRequest};
 use crate::slurm::{Exclusive, JobDescription, NoValue};
 
 const LINK_PREFIX: &str = "sunk.dev/pod=";
+/// Appended to the link of a job the host cancelled to submit a better placed one: when it has
+/// ended, the pod is not deleted but gets a new job.
+const REPLACED_MARK: &str = ";replaced";
 /// Placeholders sleep until cancelled: the pod, not the job, does the work.
 const SCRIPT: &str = "#!/bin/sh\n# sunk placeholder: holds this allocation for a Kubernetes pod\nexec sleep infinity\n";
 
@@ -27,6 +30,7 @@ impl PodKey {
     /// The pod a job's `admin_comment` names, if the job is one of sunk's placeholders.
     pub fn from_link(admin_comment: &str) -> Option<Self> {
         let rest = admin_comment.strip_prefix(LINK_PREFIX)?;
+        let rest = rest.split_once(';').map_or(rest, |(link, _mark)| link);
         let mut parts = rest.splitn(3, '/');
         let (namespace, name, uid) = (parts.next()?, parts.next()?, parts.next()?);
         [namespace, name, uid].iter().all(|part| !part.is_empty()).then(|| Self {
@@ -34,6 +38,20 @@ impl PodKey {
             name: name.into(),
             uid: uid.into(),
         })
+    }
+}
+
+/// Whether the host cancelled this job to replace it with another for the same pod.
+pub fn is_replaced(job: &crate::slurm::Job) -> bool {
+    job.admin_comment.ends_with(REPLACED_MARK)
+}
+
+/// The `admin_comment` that marks a job as replaced (see [`is_replaced`]).
+pub fn replaced(admin_comment: &str) -> String {
+    if admin_comment.ends_with(REPLACED_MARK) {
+        admin_comment.to_owned()
+    } else {
+        format!("{admin_comment}{REPLACED_MARK}")
     }
 }
 
@@ -78,8 +96,13 @@ mod tests {
     #[test]
     fn a_link_names_its_pod_and_nothing_else_does() {
         let key = PodKey { namespace: "ml".into(), name: "train-0".into(), uid: "1234-abcd".into() };
-        assert_eq!(PodKey::from_link(&key.link()), Some(key));
+        assert_eq!(PodKey::from_link(&key.link()), Some(key.clone()));
         assert_eq!(PodKey::from_link("set by an admin"), None);
         assert_eq!(PodKey::from_link("sunk.dev/pod=ns//uid"), None);
+        let replaced = crate::slurm::Job { admin_comment: super::replaced(&key.link()), ..Default::default() };
+        assert_eq!(PodKey::from_link(&replaced.admin_comment), Some(key.clone()));
+        assert!(is_replaced(&replaced));
+        assert_eq!(super::replaced(&replaced.admin_comment), replaced.admin_comment);
+        assert!(!is_replaced(&crate::slurm::Job { admin_comment: key.link(), ..Default::default() }));
     }
 }

@@ -14,15 +14,12 @@ use kube::runtime::controller::Action;
 
 use super::job_cache::Placeholder;
 use super::placeholder::{self, PodKey};
-use super::{Context, Error, pod_record};
-use crate::failpoint;
-use crate::policy::Mapping;
-use crate::policy::worlds::MapPodInput;
+use super::{Context, Error, bind, submit};
 use crate::slurm::JobState;
 
 /// How long a pod waits for a second look when nothing is expected to change it sooner.
-const RECHECK: Duration = Duration::from_secs(60);
-const RETRY: Duration = Duration::from_secs(5);
+pub(super) const RECHECK: Duration = Duration::from_secs(60);
+pub(super) const RETRY: Duration = Duration::from_secs(5);
 
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     // Before the first full job listing, "no job" only means "not known yet".
@@ -51,13 +48,15 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
     }
     let bound_to = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
+    // A job the host cancelled to replace it never ends the pod.
+    let ended: Vec<_> = ended.into_iter().filter(|p| !placeholder::is_replaced(&p.job)).collect();
     match (live.first(), bound_to) {
         (None, None) if ended.is_empty() => {
             if let Some(refusal) = ctx.jobs.recent_refusal(&key.uid, RECHECK) {
                 // Slurm refused this pod moments ago; a pod update must not resubmit at once.
                 return Ok(Action::requeue(RECHECK.saturating_sub(refusal.elapsed())));
             }
-            submit(&pod, key, &ctx).await
+            submit::submit(&pod, key, &ctx).await
         }
         (None, None) if ended.last().is_some_and(|p| !withdrawn(&p.job)) => {
             // The job failed before it ever held a node (e.g. a constraint no node can meet): the
@@ -78,8 +77,14 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             Ok(Action::await_change())
         }
         (Some(placeholder), None) => match placeholder.job.state() {
-            JobState::Running => bind(&pod, placeholder, &ctx).await,
-            _ => {
+            JobState::Running => match bind::misplaced(&pod, placeholder, &ctx) {
+                Some(why) => bind::replace(&pod, placeholder, &ctx, &why).await,
+                None => bind::bind(&pod, placeholder, &ctx).await,
+            },
+            state => {
+                if state == JobState::Pending {
+                    submit::keep_placement(&pod, placeholder, &ctx).await?;
+                }
                 let message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
                 ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobPending", &message).await?;
                 Ok(Action::requeue(RECHECK))
@@ -130,78 +135,15 @@ fn withdrawn(job: &crate::slurm::Job) -> bool {
 }
 
 /// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one.
-fn describe(job: &crate::slurm::Job) -> String {
+pub(super) fn describe(job: &crate::slurm::Job) -> String {
     match job.state_reason.as_str() {
         "" | "None" => format!("{} ({})", job.job_id, job.state_name()),
         reason => format!("{} ({}: {reason})", job.job_id, job.state_name()),
     }
 }
 
-async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
+pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
     tracing::info!(job = placeholder.job.job_id, pod = %placeholder.pod.name, "cancelling placeholder: {why}");
     ctx.slurm.cancel(placeholder.job.job_id).await?;
     Ok(())
-}
-
-async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
-    let input = MapPodInput { pod: pod_record::pod_record(pod), cluster: ctx.cluster.clone() };
-    // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
-    let decision = tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input));
-    let request = match decision {
-        Ok(Mapping::Job(request)) => request,
-        Ok(Mapping::Reject(rejection)) => {
-            let message = format!("{}: {}", rejection.field, rejection.message);
-            ctx.writer.set_scheduled_condition(pod, false, "PolicyRejected", &message).await?;
-            ctx.writer
-                .event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}"))
-                .await;
-            return Ok(Action::await_change());
-        }
-        Err(error) => {
-            let message = format!("the job-mapper policy failed: {error}");
-            ctx.writer.set_scheduled_condition(pod, false, "PolicyFailed", &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            return Ok(Action::requeue(RECHECK));
-        }
-    };
-    let description = placeholder::job_description(&key, request);
-    let job_id = match ctx.slurm.submit(&description).await {
-        Ok(job_id) => job_id,
-        Err(error @ crate::slurm::SlurmError::Api { .. } | error @ crate::slurm::SlurmError::NotSubmitted(_)) => {
-            ctx.jobs.record_refusal(&key.uid);
-            let message = format!("Slurm refused the job: {error}");
-            ctx.writer.set_scheduled_condition(pod, false, "SlurmRejected", &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            return Ok(Action::requeue(RECHECK));
-        }
-        Err(error) => return Err(error.into()),
-    };
-    ctx.jobs.record_submitted(key, job_id);
-    failpoint::hit("after-submit");
-    tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
-    ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job_id}")).await;
-    ctx.writer
-        .set_scheduled_condition(pod, false, "SlurmJobPending", &format!("waiting for Slurm: job {job_id} submitted"))
-        .await?;
-    Ok(Action::requeue(RECHECK))
-}
-
-async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
-    let slurm_node = placeholder.job.nodes.as_str();
-    let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
-        let message = format!(
-            "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
-            placeholder.job.job_id
-        );
-        ctx.writer.set_scheduled_condition(pod, false, "SlurmNodeUnknown", &message).await?;
-        return Ok(Action::requeue(RETRY));
-    };
-    ctx.writer.bind(pod, &node).await?;
-    let note = format!(
-        "Successfully assigned {}/{} to {node} (Slurm job {} on {slurm_node})",
-        placeholder.pod.namespace, placeholder.pod.name, placeholder.job.job_id
-    );
-    tracing::info!("{note}");
-    ctx.writer.event(pod, false, "Scheduled", "Bind", note).await;
-    Ok(Action::await_change())
 }

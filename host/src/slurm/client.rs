@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::model::{Envelope, JobsResponse, PartitionsResponse, SubmitResponse};
 use super::node::NodesResponse;
-use super::{Job, JobDescription, Node, NodeUpdate, SlurmError, TokenSigner};
+use super::{Job, JobDescription, JobUpdate, Node, NodeUpdate, SlurmError, TokenSigner};
 
 const API: &str = "slurm/v0.0.42";
 /// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
@@ -90,6 +90,13 @@ impl SlurmClient {
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
             other => other.map(drop),
         }
+    }
+
+    /// Changes a job (an administrator may change a running job's admin comment, and a pending job's
+    /// placement limits).
+    pub async fn update_job(&self, job_id: u32, update: &JobUpdate) -> Result<(), SlurmError> {
+        let response = self.request(Method::POST, &format!("job/{job_id}"))?.json(update).send().await?;
+        decode::<Envelope>("job update", response).await.map(drop)
     }
 
     /// Lists every job, or says nothing changed since `since` (a previous `last_update`).

@@ -166,6 +166,27 @@ pub struct Job {
     pub partition: String,
     #[serde(default)]
     pub priority: NoValue,
+    /// Nodes the job may not run on, as a comma list or host list; empty for none.
+    #[serde(default)]
+    pub excluded_nodes: String,
+}
+
+/// A change to a job (`POST /job/{id}`). Unset fields are left as they are.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JobUpdate {
+    /// Replaces the excluded nodes; `Some(vec![])` clears them.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "cleared_when_empty")]
+    pub excluded_nodes: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_comment: Option<String>,
+}
+
+/// slurmrestd ignores an empty list; one empty name clears the field.
+fn cleared_when_empty<S: serde::Serializer>(value: &Option<Vec<String>>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value.as_deref() {
+        Some([]) => [""].serialize(serializer),
+        other => other.serialize(serializer),
+    }
 }
 
 impl Job {
@@ -248,5 +269,14 @@ mod tests {
         assert_eq!(json["memory_per_node"]["number"], 100);
         assert!(json.get("partition").is_none());
         assert!(json.get("excluded_nodes").is_none());
+    }
+
+    #[test]
+    fn an_update_clears_excluded_nodes_with_one_empty_name() {
+        let clear = JobUpdate { excluded_nodes: Some(vec![]), ..Default::default() };
+        assert_eq!(serde_json::to_value(&clear).unwrap(), serde_json::json!({"excluded_nodes": [""]}));
+        let set = JobUpdate { excluded_nodes: Some(vec!["a".into(), "b".into()]), ..Default::default() };
+        assert_eq!(serde_json::to_value(&set).unwrap(), serde_json::json!({"excluded_nodes": ["a", "b"]}));
+        assert_eq!(serde_json::to_value(JobUpdate::default()).unwrap(), serde_json::json!({}));
     }
 }
