@@ -76,6 +76,10 @@ pub struct HostArgs {
     /// that name none.
     #[arg(long, env = "SUNK_SLURM_KEY_SECRET", default_value = "slurm-key")]
     slurm_key_secret: String,
+    /// Only pods of these namespaces are scheduled (a comma list); all namespaces by default. With
+    /// exactly one, the host watches only that namespace's pods.
+    #[arg(long, env = "SUNK_WATCH_NAMESPACES", value_delimiter = ',')]
+    watch_namespaces: Vec<String>,
     /// Only the NodeSets of this namespace; all namespaces by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
     nodeset_namespace: Option<String>,
@@ -105,6 +109,8 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
 
     let mut registry = prometheus_client::registry::Registry::default();
     policies.metrics.register(&mut registry);
+    let scheduler_metrics = scheduler::SchedulerMetrics::default();
+    scheduler_metrics.register(&mut registry);
     http::serve(args.http_addr, registry).await?;
 
     let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
@@ -137,6 +143,8 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
                 default_account: args.default_account,
                 kill_wait_seconds: args.slurm_kill_wait,
             },
+            metrics: scheduler_metrics,
+            scope: scheduler::Scope::new(&args.watch_namespaces),
         };
         controllers.push(scheduler::run(client, slurm, policies, config).boxed());
     }

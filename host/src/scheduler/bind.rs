@@ -7,7 +7,7 @@ use kube::runtime::controller::Action;
 use super::job_cache::Placeholder;
 use super::placeholder;
 use super::reconcile::RETRY;
-use super::{Context, Error};
+use super::{Context, Error, conditions, submit};
 use crate::slurm::{JobUpdate, expand_hostlist};
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
@@ -20,16 +20,28 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// Cancels a job Slurm placed where the pod may not run; the pod stays Pending and gets a new job
 /// that excludes the node. The job is marked first, so that a restart between the two steps still
 /// knows the cancelled job was replaced rather than ended.
+///
+/// slurmctld refuses to update a job whose excluded nodes name a node deleted since: such a job
+/// cannot be marked, so it is cancelled and its successor submitted in the same pass (a host dying
+/// between the two would see a cancelled job and delete the pod, for its owner to recreate).
 pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Action, Error> {
     let job_id = placeholder.job.job_id;
     let mark =
         JobUpdate { admin_comment: Some(placeholder::replaced(&placeholder.job.admin_comment)), ..Default::default() };
-    ctx.slurm.update_job(job_id, &mark).await?;
+    let marked = match ctx.slurm.update_job(job_id, &mark).await {
+        Ok(()) => true,
+        Err(error) if submit::names_a_vanished_node(&error) => false,
+        Err(error) => return Err(error.into()),
+    };
     ctx.slurm.cancel(job_id).await?;
+    ctx.jobs.record_cancelled(job_id);
     let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
     tracing::info!(pod = %placeholder.pod.name, "{note}");
     ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
-    Ok(Action::requeue(RETRY))
+    if marked || super::gang::is_gang(&placeholder.job) {
+        return Ok(Action::requeue(RETRY));
+    }
+    submit::submit(pod, placeholder.pod.clone(), ctx).await
 }
 
 pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
@@ -39,10 +51,14 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
             "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
             placeholder.job.job_id
         );
-        ctx.writer.set_scheduled_condition(pod, false, "SlurmNodeUnknown", &message).await?;
+        conditions::waiting(ctx, pod, conditions::SLURM_NODE_UNKNOWN, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
     ctx.writer.bind(pod, &node).await?;
+    if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
+        let waited = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
+        ctx.metrics.bound(waited.as_secs_f64());
+    }
     let note = format!(
         "Successfully assigned {}/{} to {node} (Slurm job {} on {slurm_node})",
         placeholder.pod.namespace, placeholder.pod.name, placeholder.job.job_id

@@ -32,9 +32,13 @@ pub fn current(job: &Job) -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether the job must be updated to exclude exactly `wanted`.
-pub fn differs(job: &Job, wanted: &[String]) -> bool {
-    current(job) != wanted.iter().cloned().collect()
+/// Whether the job must be updated to exclude exactly `wanted`. Names Slurm no longer lists do not
+/// count: excluding a deleted node means nothing, and slurmctld refuses every update of a job whose
+/// excluded nodes name a deleted node (it keeps the job itself, across restarts too).
+pub fn differs(job: &Job, wanted: &[String], verdict: &Verdict) -> bool {
+    let known = |name: &String| verdict.eligible.contains(name) || verdict.excluded.contains_key(name);
+    let current: BTreeSet<String> = current(job).into_iter().filter(known).collect();
+    current != wanted.iter().cloned().collect()
 }
 
 #[cfg(test)]
@@ -58,9 +62,11 @@ mod tests {
     #[test]
     fn compares_with_the_job_whatever_its_spelling() {
         let job = Job { excluded_nodes: "n[1-2]".into(), ..Default::default() };
-        assert!(!differs(&job, &["n1".into(), "n2".into()]));
-        assert!(differs(&job, &["n2".into()]));
-        assert!(!differs(&Job::default(), &[]));
+        assert!(!differs(&job, &["n1".into(), "n2".into()], &verdict()));
+        assert!(differs(&job, &["n2".into()], &verdict()));
+        assert!(!differs(&Job::default(), &[], &verdict()));
+        let deleted = Job { excluded_nodes: "n2,gone-9".into(), ..Default::default() };
+        assert!(!differs(&deleted, &["n2".into()], &verdict()), "a deleted name needs no update");
         let listed = Job { excluded_nodes: "n2,n1".into(), ..Default::default() };
         assert_eq!(current(&listed), ["n1", "n2"].map(String::from).into());
     }

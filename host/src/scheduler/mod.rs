@@ -2,28 +2,34 @@
 //! bound to the Kubernetes Node that hosts the slurmd of the Slurm node the job was given.
 
 mod bind;
+mod conditions;
 mod exclusions;
+mod gang;
 mod job_cache;
+mod metrics;
 mod node_fit;
 mod orphans;
 mod placeholder;
 mod placement;
 mod pod_record;
 mod reconcile;
+mod scope;
 mod slurmd_pods;
 mod submit;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
 pub use job_cache::{JobCache, Placeholder};
+pub use metrics::SchedulerMetrics;
 pub use placeholder::PodKey;
 pub use pod_record::pod_record;
+pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
 
 use crate::kube::PodWriter;
@@ -39,10 +45,18 @@ pub struct Config {
     pub poll_interval: Duration,
     /// What policies are told about the Slurm cluster.
     pub cluster: policy::Cluster,
+    /// Where attempts, latencies and pending pods are counted (registered on /metrics by the caller).
+    pub metrics: SchedulerMetrics,
+    /// The namespaces whose pods are scheduled.
+    pub scope: Scope,
 }
 
 /// Everything a reconcile needs.
 pub struct Context {
+    pub client: Client,
+    /// This scheduler's pods (the controller's store).
+    pub pods: reflector::Store<Pod>,
+    pub gang_locks: gang::GroupLocks,
     pub writer: PodWriter,
     pub slurm: SlurmClient,
     pub jobs: JobCache,
@@ -50,6 +64,7 @@ pub struct Context {
     pub slurmd: SlurmdPods,
     pub placement: Placement,
     pub cluster: policy::Cluster,
+    pub metrics: SchedulerMetrics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,23 +96,41 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
     tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx));
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
+    let (pods, pods_writer) = reflector::store();
+    let scope = config.scope.clone();
+    let in_scope = watcher(config.scope.pods(client.clone()), ours)
+        .default_backoff()
+        .try_filter(move |event| std::future::ready(scope.admits(event)))
+        .reflect(pods_writer)
+        .applied_objects();
     // A Node tainted or labelled, a slurmd pod or Slurm node come or gone: pending pods look again.
-    let controller = Controller::new(Api::<Pod>::all(client.clone()), ours)
+    let controller = Controller::for_stream(in_scope, pods)
         .reconcile_on(changed_rx)
         .reconcile_all_on(placement.clone().changes(config.poll_interval))
         .shutdown_on_signal();
-    tokio::spawn(orphans::sweep(jobs.clone(), controller.store(), slurm.clone(), config.poll_interval * 4));
+    let sweep = orphans::Sweep {
+        jobs: jobs.clone(),
+        pods: controller.store(),
+        slurm: slurm.clone(),
+        scope: config.scope.clone(),
+    };
+    tokio::spawn(sweep.run(config.poll_interval * 4));
+    tokio::spawn(count_pending(controller.store(), config.metrics.clone(), config.poll_interval));
 
     let ctx = Arc::new(Context {
-        writer: PodWriter::new(client, &config.scheduler_name),
+        writer: PodWriter::new(client.clone(), &config.scheduler_name),
+        client,
+        pods: controller.store(),
+        gang_locks: gang::GroupLocks::default(),
         slurm,
         jobs,
         policies,
         slurmd,
         placement,
         cluster: config.cluster,
+        metrics: config.metrics,
     });
-    tracing::info!(scheduler = %config.scheduler_name, "pod scheduler running");
+    tracing::info!(scheduler = %config.scheduler_name, namespaces = %config.scope.describe(), "pod scheduler running");
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -107,4 +140,19 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
         })
         .await;
     Ok(())
+}
+
+/// Keeps the pending-pods gauge at the number of this scheduler's pods not yet bound.
+async fn count_pending(pods: reflector::Store<Pod>, metrics: SchedulerMetrics, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    loop {
+        ticker.tick().await;
+        let pending = pods
+            .state()
+            .iter()
+            .filter(|pod| pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()))
+            .filter(|pod| reconcile::leaving(pod).is_none())
+            .count();
+        metrics.set_pending(pending);
+    }
 }

@@ -41,6 +41,14 @@ impl PodKey {
     }
 }
 
+/// The pods a job stands for: its one pod, or every member of its gang.
+pub fn linked_pods(admin_comment: &str) -> Vec<PodKey> {
+    match PodKey::from_link(admin_comment) {
+        Some(pod) => vec![pod],
+        None => super::gang::GangLink::parse(admin_comment).map(|link| link.members).unwrap_or_default(),
+    }
+}
+
 /// Whether the host cancelled this job to replace it with another for the same pod.
 pub fn is_replaced(job: &crate::slurm::Job) -> bool {
     job.admin_comment.ends_with(REPLACED_MARK)
@@ -84,6 +92,10 @@ pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
         group_id: request.group_id.map(|id| id.to_string()),
         time_limit: request.time_limit_minutes.map(|minutes| NoValue::of(minutes.into())),
         cpus_per_task: request.cpus.max(1),
+        minimum_nodes: None,
+        maximum_nodes: None,
+        tasks: None,
+        tasks_per_node: None,
         memory_per_node: NoValue::of(request.memory_mib.max(1)),
         tres_per_node: request.tres_per_node,
     }

@@ -13,15 +13,28 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::job_cache::Placeholder;
+use super::metrics::AttemptResult;
 use super::placeholder::{self, PodKey};
-use super::{Context, Error, bind, submit};
+use super::{Context, Error, bind, conditions, gang, submit};
 use crate::slurm::JobState;
 
 /// How long a pod waits for a second look when nothing is expected to change it sooner.
 pub(super) const RECHECK: Duration = Duration::from_secs(60);
 pub(super) const RETRY: Duration = Duration::from_secs(5);
 
+/// How long a job listing may go unanswered before waiting pods say Slurm cannot be reached.
+const PATIENCE: Duration = Duration::from_secs(10);
+
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let unbound = pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none());
+    if unbound
+        && leaving(&pod).is_none()
+        && let Some(why) = ctx.jobs.unreachable(PATIENCE)
+    {
+        let message = format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd");
+        conditions::waiting(&ctx, &pod, conditions::SLURM_UNREACHABLE, &message).await?;
+        return Ok(Action::requeue(RETRY));
+    }
     // Before the first full job listing, "no job" only means "not known yet".
     if !ctx.jobs.is_listed() {
         return Ok(Action::requeue(Duration::from_millis(500)));
@@ -37,6 +50,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
 
     if let Some(why) = leaving(&pod) {
         for placeholder in &live {
+            gang::keep_members_waiting(&ctx, placeholder).await;
             cancel(&ctx, placeholder, &why).await?;
             let note = format!("cancelled Slurm job {}: {why}", placeholder.job.job_id);
             ctx.writer.event(&pod, false, "SlurmJobCancelled", "Cancel", note).await;
@@ -52,11 +66,20 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     let ended: Vec<_> = ended.into_iter().filter(|p| !placeholder::is_replaced(&p.job)).collect();
     match (live.first(), bound_to) {
         (None, None) if ended.is_empty() => {
+            if ctx.jobs.in_doubt(&key.uid) {
+                let message =
+                    "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again";
+                conditions::waiting(&ctx, &pod, conditions::SLURM_UNREACHABLE, message).await?;
+                return Ok(Action::requeue(RETRY));
+            }
             if let Some(refusal) = ctx.jobs.recent_refusal(&key.uid, RECHECK) {
                 // Slurm refused this pod moments ago; a pod update must not resubmit at once.
                 return Ok(Action::requeue(RECHECK.saturating_sub(refusal.elapsed())));
             }
-            submit::submit(&pod, key, &ctx).await
+            match gang::group_of(&pod) {
+                Some(group) => gang::submit(&pod, &group, &ctx).await,
+                None => submit::submit(&pod, key, &ctx).await,
+            }
         }
         (None, None) if ended.last().is_some_and(|p| !withdrawn(&p.job)) => {
             // The job failed before it ever held a node (e.g. a constraint no node can meet): the
@@ -64,7 +87,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             let job = &ended.last().expect("checked above").job;
             let message =
                 format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
-            ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobFailed", &message).await?;
+            conditions::waiting(&ctx, &pod, conditions::SLURM_JOB_FAILED, &message).await?;
             Ok(Action::await_change())
         }
         (None, _) => {
@@ -79,14 +102,17 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         (Some(placeholder), None) => match placeholder.job.state() {
             JobState::Running => match bind::misplaced(&pod, placeholder, &ctx) {
                 Some(why) => bind::replace(&pod, placeholder, &ctx, &why).await,
+                None if gang::is_gang(&placeholder.job) => gang::bind(&pod, placeholder, &ctx).await,
                 None => bind::bind(&pod, placeholder, &ctx).await,
             },
             state => {
-                if state == JobState::Pending {
+                // A gang's exclusions are fixed at submission (its members may differ).
+                if state == JobState::Pending && !gang::is_gang(&placeholder.job) {
                     submit::keep_placement(&pod, placeholder, &ctx).await?;
                 }
                 let message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
-                ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobPending", &message).await?;
+                let reason = conditions::pending_reason(&placeholder.job.state_reason);
+                conditions::waiting(&ctx, &pod, reason, &message).await?;
                 Ok(Action::requeue(RECHECK))
             }
         },
@@ -106,14 +132,17 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     }
 }
 
-pub fn error_policy(pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
+pub fn error_policy(pod: Arc<Pod>, error: &Error, ctx: Arc<Context>) -> Action {
+    if pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()) {
+        ctx.metrics.attempt(AttemptResult::error);
+    }
     tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %error, "reconcile failed; retrying");
     Action::requeue(RETRY)
 }
 
 /// Why the pod no longer needs its job, if it does not: it is being deleted, or it has finished
 /// (including a kubelet refusing to run it, e.g. `OutOfmemory`, which leaves it Failed).
-fn leaving(pod: &Pod) -> Option<String> {
+pub(super) fn leaving(pod: &Pod) -> Option<String> {
     if pod.metadata.deletion_timestamp.is_some() {
         return Some("its pod is being deleted".into());
     }

@@ -8,14 +8,14 @@ use super::job_cache::Placeholder;
 use super::placeholder::{self, PodKey};
 use super::placement::Verdict;
 use super::reconcile::{RECHECK, RETRY};
-use super::{Context, Error, exclusions, pod_record};
+use super::{Context, Error, conditions, exclusions, pod_record};
 use crate::failpoint;
 use crate::policy::worlds::MapPodInput;
 use crate::policy::{JobRequest, Mapping, PolicyError};
 use crate::slurm::{JobUpdate, SlurmError};
 
 /// ESLURM_INVALID_NODE_NAME: a node named in the job vanished since the last listing.
-const INVALID_NODE_NAME: i64 = 2018;
+pub const INVALID_NODE_NAME: i64 = 2018;
 
 pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
     let mut request = match map(pod, ctx).await? {
@@ -37,9 +37,15 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
         Err(error @ SlurmError::Api { .. } | error @ SlurmError::NotSubmitted(_)) => {
             ctx.jobs.record_refusal(&key.uid);
             let message = format!("Slurm refused the job: {error}");
-            ctx.writer.set_scheduled_condition(pod, false, "SlurmRejected", &message).await?;
+            conditions::waiting(ctx, pod, conditions::SLURM_REJECTED, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             return Ok(Action::requeue(RECHECK));
+        }
+        Err(error @ SlurmError::Http(_)) => {
+            ctx.jobs.record_in_doubt(&key.uid);
+            let message = format!("{error}; the pod waits for slurmrestd");
+            conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
+            return Ok(Action::requeue(RETRY));
         }
         Err(error) => return Err(error.into()),
     };
@@ -47,9 +53,8 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
     failpoint::hit("after-submit");
     tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
     ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job_id}")).await;
-    ctx.writer
-        .set_scheduled_condition(pod, false, "SlurmJobPending", &format!("waiting for Slurm: job {job_id} submitted"))
-        .await?;
+    let message = format!("waiting for Slurm: job {job_id} submitted");
+    conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
     Ok(Action::requeue(RECHECK))
 }
 
@@ -64,7 +69,7 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
         return Ok(());
     };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
-    if !exclusions::differs(&placeholder.job, &wanted) {
+    if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
         return Ok(());
     }
     let job_id = placeholder.job.job_id;
@@ -84,12 +89,12 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
 }
 
 /// The policy's job request, or what to do when there is none.
-async fn map(pod: &Pod, ctx: &Context) -> Result<Result<JobRequest, Action>, Error> {
+pub async fn map(pod: &Pod, ctx: &Context) -> Result<Result<JobRequest, Action>, Error> {
     match decide(pod, ctx) {
         Ok(Mapping::Job(request)) => Ok(Ok(request)),
         Ok(Mapping::Reject(rejection)) => {
             let message = format!("{}: {}", rejection.field, rejection.message);
-            ctx.writer.set_scheduled_condition(pod, false, "PolicyRejected", &message).await?;
+            conditions::waiting(ctx, pod, conditions::POLICY_REJECTED, &message).await?;
             ctx.writer
                 .event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}"))
                 .await;
@@ -97,7 +102,7 @@ async fn map(pod: &Pod, ctx: &Context) -> Result<Result<JobRequest, Action>, Err
         }
         Err(error) => {
             let message = format!("the job-mapper policy failed: {error}");
-            ctx.writer.set_scheduled_condition(pod, false, "PolicyFailed", &message).await?;
+            conditions::waiting(ctx, pod, conditions::POLICY_FAILED, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Err(Action::requeue(RECHECK)))
         }
@@ -116,18 +121,19 @@ async fn placement(pod: &Pod, ctx: &Context) -> Result<Result<Verdict, Action>, 
         Ok(verdict) if !verdict.eligible.is_empty() => Ok(Ok(verdict)),
         Ok(verdict) => {
             let message = verdict.nothing_fits();
-            ctx.writer.set_scheduled_condition(pod, false, "Unschedulable", &message).await?;
+            conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Err(Action::requeue(RECHECK)))
         }
         Err(unreadable) => {
-            tracing::debug!(%unreadable, "placement waits for Slurm's node list");
+            let message = format!("cannot read Slurm's nodes ({unreadable}); the pod waits for slurmrestd");
+            conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
             Ok(Err(Action::requeue(RETRY)))
         }
     }
 }
 
-fn names_a_vanished_node(error: &SlurmError) -> bool {
+pub fn names_a_vanished_node(error: &SlurmError) -> bool {
     match error {
         SlurmError::Api { errors, .. } | SlurmError::NotSubmitted(errors) => {
             errors.iter().any(|e| e.error_number == INVALID_NODE_NAME)

@@ -106,6 +106,15 @@ pub struct JobDescription {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<NoValue>,
     pub cpus_per_task: u32,
+    /// Node count (a gang's job: one node per pod).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minimum_nodes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_nodes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_per_node: Option<u32>,
     pub memory_per_node: NoValue,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tres_per_node: Option<String>,

@@ -137,6 +137,17 @@ impl Cluster {
         Ok(self.hosts.len() - 1)
     }
 
+    /// Starts a host that runs only the NodeSet controller, for this test's namespace.
+    pub fn start_nodeset_host(&mut self) -> anyhow::Result<usize> {
+        let namespace = self.namespace.clone();
+        self.start_host(&[
+            ("SUNK_NODESET_CONTROLLER", "true"),
+            ("SUNK_SCHEDULER", "false"),
+            ("SUNK_NODESET_NAMESPACE", &namespace),
+            ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
+        ])
+    }
+
     /// The text of a host's /metrics (waits for the endpoint to come up).
     pub async fn metrics(&self, host: usize) -> anyhow::Result<String> {
         let url = format!("http://127.0.0.1:{}/metrics", self.http_ports[host]);

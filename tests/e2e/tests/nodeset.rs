@@ -18,19 +18,8 @@ const POOL: &str = "sunk.dev/e2e-pool";
 async fn nodeset_cluster(test: &str) -> anyhow::Result<Cluster> {
     let mut cluster = Cluster::connect(test).await?;
     cluster.create_slurm_key_secret("slurm-key").await?;
-    start_nodeset_host(&mut cluster)?;
+    cluster.start_nodeset_host()?;
     Ok(cluster)
-}
-
-/// A host that runs only the NodeSet controller, for this test's namespace.
-fn start_nodeset_host(cluster: &mut Cluster) -> anyhow::Result<usize> {
-    let namespace = cluster.namespace.clone();
-    cluster.start_host(&[
-        ("SUNK_NODESET_CONTROLLER", "true"),
-        ("SUNK_SCHEDULER", "false"),
-        ("SUNK_NODESET_NAMESPACE", &namespace),
-        ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
-    ])
 }
 
 /// A NodeSet named `name` selecting the Nodes labelled with this test's pool.
@@ -246,7 +235,7 @@ async fn a_rolling_update_replaces_idle_nodes_waits_for_a_busy_one_and_survives_
 
     // The host dies in the middle of the update; its successor must not finish it by force.
     cluster.kill_host(0)?;
-    start_nodeset_host(&mut cluster)?;
+    cluster.start_nodeset_host()?;
     wait_for("the new host to report the blocked update again", REGISTER, || async {
         let events = cluster.events_of("roll").await.ok()?;
         (events.iter().filter(|(reason, note)| reason == "UpdateBlocked" && note.contains(&job)).count() >= 1)
