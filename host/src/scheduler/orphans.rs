@@ -50,6 +50,7 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
                 continue;
             }
             tracing::info!(job = placeholder.job.job_id, pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
+            super::gang::keep_members_waiting(&slurm, &placeholder).await;
             if let Err(error) = slurm.cancel(placeholder.job.job_id).await {
                 tracing::warn!(job = placeholder.job.job_id, %error, "could not cancel orphan placeholder");
             }

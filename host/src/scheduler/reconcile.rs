@@ -50,7 +50,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
 
     if let Some(why) = leaving(&pod) {
         for placeholder in &live {
-            gang::keep_members_waiting(&ctx, placeholder).await;
+            gang::keep_members_waiting(&ctx.slurm, placeholder).await;
             cancel(&ctx, placeholder, &why).await?;
             let note = format!("cancelled Slurm job {}: {why}", placeholder.job.job_id);
             ctx.writer.event(&pod, false, "SlurmJobCancelled", "Cancel", note).await;

@@ -36,9 +36,12 @@ pub const GROUP_INVALID: &str = "PodGroupInvalid";
 /// More pods carry the group label than the group's size: the extra ones wait.
 pub const GROUP_FULL: &str = "PodGroupFull";
 
+/// A group, by namespace and name.
+type GroupKey = (String, String);
+
 /// One lock per group, so that two members' passes never both submit.
 #[derive(Default)]
-pub struct GroupLocks(Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>);
+pub struct GroupLocks(Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<()>>>>);
 
 impl GroupLocks {
     fn of(&self, namespace: &str, group: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -181,7 +184,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
 /// Before a member's gang job is cancelled because the member leaves: a job that does not run yet is
 /// marked replaced, so the other members stay Pending for a new job (bound members, whose job ran, go
 /// with it). A failed mark only costs those members: they are deleted as for a running gang.
-pub async fn keep_members_waiting(ctx: &Context, placeholder: &Placeholder) {
+pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder: &Placeholder) {
     if !is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
         return;
     }
@@ -189,7 +192,7 @@ pub async fn keep_members_waiting(ctx: &Context, placeholder: &Placeholder) {
         admin_comment: Some(placeholder::replaced(&placeholder.job.admin_comment)),
         ..Default::default()
     };
-    if let Err(error) = ctx.slurm.update_job(placeholder.job.job_id, &mark).await {
+    if let Err(error) = slurm.update_job(placeholder.job.job_id, &mark).await {
         tracing::warn!(job = placeholder.job.job_id, %error, "could not mark the gang's job as replaced");
     }
 }
@@ -207,7 +210,7 @@ fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod
         .into_iter()
         .filter(|pod| pod.namespace().as_deref() == Some(namespace))
         .filter(|pod| group_of(pod).as_ref() == Some(group))
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter(|pod| super::reconcile::leaving(pod).is_none())
         .filter(|pod| pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()))
         .collect();
     members.sort_by(|a, b| {
