@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use sunk::scheduler::PodKey;
+use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 pub const SCHEDULER: &str = "sunk";
@@ -239,10 +239,7 @@ impl Cluster {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
         };
-        Ok(jobs
-            .into_iter()
-            .filter(|job| PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.uid == uid))
-            .collect())
+        Ok(jobs.into_iter().filter(|job| linked_pods(&job.admin_comment).iter().any(|pod| pod.uid == uid)).collect())
     }
 
     /// The pod, once `check` accepts it.
@@ -352,7 +349,7 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     }
     if let JobsPage::All { jobs, .. } = slurm.jobs(None).await? {
         for job in jobs {
-            if PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.namespace == namespace) {
+            if linked_pods(&job.admin_comment).iter().any(|pod| pod.namespace == namespace) {
                 slurm.cancel(job.job_id).await?;
             }
         }
