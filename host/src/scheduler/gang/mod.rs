@@ -91,13 +91,10 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
         Some(verdict) => verdict,
         None => return Ok(Action::requeue(RETRY)),
     };
-    if verdict.eligible.len() < size {
-        let message = format!(
-            "pod group {} needs {size} Slurm nodes its placement rules allow, and {} are: {}",
-            group.name,
-            verdict.eligible.len(),
-            verdict.nothing_fits()
-        );
+    // Fewer allowed nodes than members is left to Slurm: the job waits (`Resources`) for nodes a
+    // NodeSet may yet add. Only when no node at all is allowed is nothing submitted.
+    if verdict.eligible.is_empty() {
+        let message = format!("pod group {}: {}", group.name, verdict.nothing_fits());
         conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
         return Ok(Action::requeue(RECHECK));
     }
