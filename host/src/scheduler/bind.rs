@@ -26,15 +26,15 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// between the two would see a cancelled job and delete the pod, for its owner to recreate).
 pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Action, Error> {
     let job_id = placeholder.job.job_id;
-    let mark =
-        JobUpdate { admin_comment: Some(placeholder::replaced(&placeholder.job.admin_comment)), ..Default::default() };
+    let marked_comment = placeholder::replaced(&placeholder.job.admin_comment);
+    let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
     let marked = match ctx.slurm.update_job(job_id, &mark).await {
         Ok(()) => true,
         Err(error) if submit::names_a_vanished_node(&error) => false,
         Err(error) => return Err(error.into()),
     };
     ctx.slurm.cancel(job_id).await?;
-    ctx.jobs.record_cancelled(job_id);
+    ctx.jobs.record_cancelled(job_id, marked.then_some(marked_comment.as_str()));
     let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
     tracing::info!(pod = %placeholder.pod.name, "{note}");
     ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;

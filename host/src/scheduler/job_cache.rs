@@ -85,12 +85,15 @@ impl JobCache {
         state.submitted.push((Instant::now(), placeholder));
     }
 
-    /// Remembers that this host cancelled a job, so that it is not taken for live before Slurm lists
-    /// it as over.
-    pub fn record_cancelled(&self, job_id: u32) {
+    /// Remembers that this host cancelled a job (with the admin comment it gave it, e.g. the
+    /// replaced mark), so that it is not taken for live, or for merely ended, before Slurm lists it.
+    pub fn record_cancelled(&self, job_id: u32, admin_comment: Option<&str>) {
         let mut state = self.write();
         for placeholder in state.by_pod.values_mut().flatten().filter(|p| p.job.job_id == job_id) {
             placeholder.job.job_state = vec!["CANCELLED".into()];
+            if let Some(comment) = admin_comment {
+                placeholder.job.admin_comment = comment.to_owned();
+            }
         }
     }
 
@@ -241,6 +244,15 @@ mod tests {
         assert!(why.contains("not answered for 12s"), "{why}");
         cache.write().last_error = Some("cannot reach slurmrestd: connection refused".into());
         assert!(cache.unreachable(Duration::from_secs(60)).unwrap().contains("connection refused"));
+    }
+
+    #[test]
+    fn a_cancelled_job_reads_as_over_with_its_new_comment_until_listed() {
+        let cache = JobCache::default();
+        cache.replace(vec![job(4, "a", "RUNNING")], 1, Instant::now());
+        cache.record_cancelled(4, Some("marked"));
+        let known = &cache.for_pod("a")[0].job;
+        assert_eq!((known.state(), known.admin_comment.as_str()), (JobState::Ended, "marked"));
     }
 
     #[test]
