@@ -80,6 +80,10 @@ pub struct HostArgs {
     /// exactly one, the host watches only that namespace's pods.
     #[arg(long, env = "SUNK_WATCH_NAMESPACES", value_delimiter = ',')]
     watch_namespaces: Vec<String>,
+    /// Places a pod at once when Slurm has room (an immediate allocation, bound in milliseconds)
+    /// before falling back to a queued placeholder. Needs slurm.conf's InactiveLimit=0 (the default).
+    #[arg(long, env = "SUNK_FAST_PATH", default_value_t = false, action = clap::ArgAction::Set)]
+    fast_path: bool,
     /// Only the NodeSets of this namespace; all namespaces by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
     nodeset_namespace: Option<String>,
@@ -145,6 +149,7 @@ async fn serve(args: HostArgs) -> anyhow::Result<()> {
             },
             metrics: scheduler_metrics,
             scope: scheduler::Scope::new(&args.watch_namespaces),
+            fast_path: args.fast_path,
         };
         controllers.push(scheduler::run(client, slurm, policies, config).boxed());
     }

@@ -79,6 +79,11 @@ impl JobCache {
             admin_comment: submitted.admin_comment.clone().unwrap_or_default(),
             ..Default::default()
         };
+        self.record_job(pod, job);
+    }
+
+    /// Remembers a job this host just made, as Slurm described it, before Slurm lists it.
+    pub fn record_job(&self, pod: PodKey, job: Job) {
         let placeholder = Placeholder { pod, job };
         let mut state = self.write();
         state.by_pod.entry(placeholder.pod.uid.clone()).or_default().push(placeholder.clone());

@@ -4,6 +4,7 @@
 mod bind;
 mod conditions;
 mod exclusions;
+mod fast_path;
 mod gang;
 mod job_cache;
 mod metrics;
@@ -49,6 +50,8 @@ pub struct Config {
     pub metrics: SchedulerMetrics,
     /// The namespaces whose pods are scheduled.
     pub scope: Scope,
+    /// Try an immediate allocation before queueing a placeholder (see `fast_path`).
+    pub fast_path: bool,
 }
 
 /// Everything a reconcile needs.
@@ -65,6 +68,7 @@ pub struct Context {
     pub placement: Placement,
     pub cluster: policy::Cluster,
     pub metrics: SchedulerMetrics,
+    pub fast_path: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +133,7 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
         placement,
         cluster: config.cluster,
         metrics: config.metrics,
+        fast_path: config.fast_path,
     });
     tracing::info!(scheduler = %config.scheduler_name, namespaces = %config.scope.describe(), "pod scheduler running");
     controller

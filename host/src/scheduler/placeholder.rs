@@ -68,6 +68,7 @@ pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
     JobDescription {
         name: format!("{}/{}", pod.namespace, pod.name),
         script: SCRIPT.into(),
+        immediate: None,
         current_working_directory: request.current_working_directory.unwrap_or_else(|| "/tmp".into()),
         environment: vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()],
         admin_comment: Some(pod.link()),

@@ -4,11 +4,12 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 
+use super::fast_path::{self, Allocation};
 use super::job_cache::Placeholder;
 use super::placeholder::{self, PodKey};
 use super::placement::Verdict;
 use super::reconcile::{RECHECK, RETRY};
-use super::{Context, Error, conditions, exclusions, pod_record};
+use super::{Context, Error, bind, conditions, exclusions, pod_record};
 use crate::failpoint;
 use crate::policy::worlds::MapPodInput;
 use crate::policy::{JobRequest, Mapping, PolicyError};
@@ -28,6 +29,28 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
     };
     request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
     let description = placeholder::job_description(&key, request);
+    if ctx.fast_path {
+        match fast_path::allocate(ctx, &description).await {
+            Allocation::Running(job) => {
+                tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
+                ctx.jobs.record_job(key.clone(), job.clone());
+                let note = format!("allocated at once as Slurm job {}", job.job_id);
+                ctx.writer.event(pod, false, "SlurmJobAllocated", "Schedule", note).await;
+                return bind::bind(pod, &Placeholder { pod: key, job }, ctx).await;
+            }
+            Allocation::Granted(job_id) => {
+                ctx.jobs.record_submitted(key, job_id, &description);
+                return Ok(Action::requeue(RETRY));
+            }
+            Allocation::InDoubt(error) => {
+                ctx.jobs.record_in_doubt(&key.uid);
+                let message = format!("{error}; the pod waits for slurmrestd");
+                conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
+                return Ok(Action::requeue(RETRY));
+            }
+            Allocation::Refused => {}
+        }
+    }
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
         Err(error) if names_a_vanished_node(&error) => {

@@ -72,7 +72,12 @@ pub enum Exclusive {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct JobDescription {
     pub name: String,
+    /// Empty for an allocation (`job/allocate`), which runs no script.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub script: String,
+    /// An allocation that must start now or fail (`salloc --immediate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub immediate: Option<bool>,
     pub current_working_directory: String,
     pub environment: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,6 +183,9 @@ pub struct Job {
     /// Nodes the job may not run on, as a comma list or host list; empty for none.
     #[serde(default)]
     pub excluded_nodes: String,
+    /// A batch job (with a script), as opposed to an allocation.
+    #[serde(default)]
+    pub batch_flag: bool,
 }
 
 /// A change to a job (`POST /job/{id}`). Unset fields are left as they are.
