@@ -16,8 +16,8 @@ use crate::slurm::{Job, JobDescription, JobState, SlurmError};
 pub enum Allocation {
     /// Granted, and Slurm lists it running on its node.
     Running(Job),
-    /// Granted, but not yet described: treat as submitted.
-    Granted(u32),
+    /// Granted, but not yet described: treat as submitted (with this admin comment).
+    Granted(u32, JobDescription),
     /// Slurm said no (no room now, or a higher-priority job waits): queue a placeholder instead.
     Refused,
     /// The answer was lost: Slurm may have granted it.
@@ -25,7 +25,12 @@ pub enum Allocation {
 }
 
 pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation {
-    let request = JobDescription { script: String::new(), immediate: Some(true), ..placeholder.clone() };
+    let request = JobDescription {
+        script: String::new(),
+        immediate: Some(true),
+        admin_comment: placeholder.admin_comment.as_deref().map(super::placeholder::attempt),
+        ..placeholder.clone()
+    };
     let job_id = match ctx.slurm.allocate(&request).await {
         Ok(job_id) => job_id,
         Err(error @ SlurmError::Http(_)) => return Allocation::InDoubt(error),
@@ -36,6 +41,6 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation
     };
     match ctx.slurm.job(job_id).await {
         Ok(Some(job)) if job.state() == JobState::Running && !job.nodes.is_empty() => Allocation::Running(job),
-        _ => Allocation::Granted(job_id),
+        _ => Allocation::Granted(job_id, request),
     }
 }

@@ -92,6 +92,10 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
     tokio::spawn(reflector(nodes_writer, nodes_watch).default_backoff().touched_objects().for_each(|_| async {}));
     let slurm_nodes = NodeCache::new(NodeCacheConfig::every(config.poll_interval));
     tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+    // Fail closed: until the Nodes and slurmd pods are listed, a taint cannot be seen, and a job on a
+    // tainted node would be bound.
+    slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
+    nodes_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of Nodes ended"))?;
     let slurmd = SlurmdPods::new(slurmd_store);
     let placement = Placement { nodes: nodes_store, slurmd: slurmd.clone(), slurm_nodes };
 

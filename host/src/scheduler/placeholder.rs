@@ -10,6 +10,9 @@ const LINK_PREFIX: &str = "sunk.dev/pod=";
 /// Appended to the link of a job the host cancelled to submit a better placed one: when it has
 /// ended, the pod is not deleted but gets a new job.
 const REPLACED_MARK: &str = ";replaced";
+/// Appended to the link of an immediate allocation: Slurm keeps a refused one as a FAILED job that
+/// never held a node, which must not count as the pod's job having failed.
+const ATTEMPT_MARK: &str = ";immediate";
 /// Placeholders sleep until cancelled: the pod, not the job, does the work.
 const SCRIPT: &str = "#!/bin/sh\n# sunk placeholder: holds this allocation for a Kubernetes pod\nexec sleep infinity\n";
 
@@ -52,6 +55,16 @@ pub fn linked_pods(admin_comment: &str) -> Vec<PodKey> {
 /// Whether the host cancelled this job to replace it with another for the same pod.
 pub fn is_replaced(job: &crate::slurm::Job) -> bool {
     job.admin_comment.ends_with(REPLACED_MARK)
+}
+
+/// The `admin_comment` of an immediate allocation attempt.
+pub fn attempt(admin_comment: &str) -> String {
+    format!("{admin_comment}{ATTEMPT_MARK}")
+}
+
+/// Whether a job is an immediate allocation Slurm refused (it ended without ever holding a node).
+pub fn is_refused_attempt(job: &crate::slurm::Job) -> bool {
+    job.admin_comment.contains(ATTEMPT_MARK) && job.nodes.is_empty() && job.state() == crate::slurm::JobState::Ended
 }
 
 /// The `admin_comment` that marks a job as replaced (see [`is_replaced`]).
@@ -116,6 +129,15 @@ mod tests {
         assert_eq!(PodKey::from_link(&replaced.admin_comment), Some(key.clone()));
         assert!(is_replaced(&replaced));
         assert_eq!(super::replaced(&replaced.admin_comment), replaced.admin_comment);
+        let refused = crate::slurm::Job {
+            admin_comment: attempt(&key.link()),
+            job_state: vec!["FAILED".into()],
+            ..Default::default()
+        };
+        assert!(is_refused_attempt(&refused));
+        assert_eq!(PodKey::from_link(&refused.admin_comment), Some(key.clone()));
+        let granted = crate::slurm::Job { nodes: "n1".into(), ..refused };
+        assert!(!is_refused_attempt(&granted), "an allocation that ran ends its pod as any job does");
         assert!(!is_replaced(&crate::slurm::Job { admin_comment: key.link(), ..Default::default() }));
     }
 }

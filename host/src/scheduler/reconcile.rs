@@ -62,8 +62,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
     }
     let bound_to = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
-    // A job the host cancelled to replace it never ends the pod.
-    let ended: Vec<_> = ended.into_iter().filter(|p| !placeholder::is_replaced(&p.job)).collect();
+    // A job the host cancelled to replace it, or an immediate allocation Slurm refused, never ends the pod.
+    let ended: Vec<_> = ended
+        .into_iter()
+        .filter(|p| !placeholder::is_replaced(&p.job) && !placeholder::is_refused_attempt(&p.job))
+        .collect();
     match (live.first(), bound_to) {
         (None, None) if ended.is_empty() => {
             if ctx.jobs.in_doubt(&key.uid) {

@@ -38,8 +38,8 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
                 ctx.writer.event(pod, false, "SlurmJobAllocated", "Schedule", note).await;
                 return bind::bind(pod, &Placeholder { pod: key, job }, ctx).await;
             }
-            Allocation::Granted(job_id) => {
-                ctx.jobs.record_submitted(key, job_id, &description);
+            Allocation::Granted(job_id, request) => {
+                ctx.jobs.record_submitted(key, job_id, &request);
                 return Ok(Action::requeue(RETRY));
             }
             Allocation::InDoubt(error) => {

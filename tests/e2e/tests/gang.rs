@@ -75,13 +75,17 @@ async fn a_three_pod_gang_on_two_nodes_stays_pending_as_a_whole() -> anyhow::Res
         cluster.create_pod(member(name, "sunk.dev/pod-group", "big", 3)).await?;
     }
     for name in names {
-        cluster
+        let waited = cluster
             .wait_pod(name, "Unschedulable, waiting for Slurm's resources", BIND, |pod| {
                 scheduled_condition(pod).is_some_and(|(status, reason, message)| {
                     status == "False" && reason == "Unschedulable" && message.contains("Resources")
                 })
             })
-            .await?;
+            .await;
+        if let Err(error) = waited {
+            let now = scheduled_condition(&cluster.pods().get(name).await?);
+            anyhow::bail!("{error}; {name}'s PodScheduled condition: {now:?}");
+        }
     }
     let job = gang_job(&cluster, &names).await?;
     assert_eq!(job.state(), JobState::Pending, "{job:?}");

@@ -35,8 +35,17 @@ async fn pool(
     for node in NODES {
         nodes.label(node, (POOL, &cluster.namespace))?;
     }
-    let tolerate = serde_json::json!({"tolerations": [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}]});
-    create_nodeset(&cluster, "pool", (POOL, &cluster.namespace), tolerate).await?;
+    // slurmd requests no CPU from the kubelet (its 1-CPU limit is what Slurm gets): a pod bound while
+    // the one before it on the Node still terminates is not refused for CPU.
+    let extra = serde_json::json!({
+        "tolerations": [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+        "template": {"spec": {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "slurmd", "image": sunk_e2e::SLURMD_IMAGE, "securityContext": {"privileged": true},
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "0"}}}]
+        }}
+    });
+    create_nodeset(&cluster, "pool", (POOL, &cluster.namespace), extra).await?;
     for node in NODES {
         wait_for(&format!("Slurm node {node} to register IDLE from the test's NodeSet"), REGISTER, || async {
             let found = slurm_node(&cluster, node).await.ok()??;
