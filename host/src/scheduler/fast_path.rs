@@ -17,7 +17,7 @@ pub enum Allocation {
     /// Granted, and Slurm lists it running on its node.
     Running(Job),
     /// Granted, but not yet described: treat as submitted (with this admin comment).
-    Granted(u32, JobDescription),
+    Granted(u32, Box<JobDescription>),
     /// Slurm said no (no room now, or a higher-priority job waits): queue a placeholder instead.
     Refused,
     /// The answer was lost: Slurm may have granted it.
@@ -41,6 +41,6 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation
     };
     match ctx.slurm.job(job_id).await {
         Ok(Some(job)) if job.state() == JobState::Running && !job.nodes.is_empty() => Allocation::Running(job),
-        _ => Allocation::Granted(job_id, request),
+        _ => Allocation::Granted(job_id, Box::new(request)),
     }
 }
