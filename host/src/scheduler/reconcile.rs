@@ -49,6 +49,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     let (live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
 
     if let Some(why) = leaving(&pod) {
+        if !live.is_empty() && still_running_on_its_node(&pod) {
+            // The kubelet still counts the pod on its Node: the allocation stays the pod's until its
+            // containers stop, so the next pod Slurm puts there is not refused for lack of room. (Once
+            // the pod is gone, the orphan sweep cancels the job if no pass did.)
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         for placeholder in &live {
             gang::keep_members_waiting(&ctx.slurm, placeholder).await;
             cancel(&ctx, placeholder, &why).await?;
@@ -159,6 +165,26 @@ pub(super) fn leaving(pod: &Pod) -> Option<String> {
         }),
         _ => None,
     }
+}
+
+/// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports
+/// its containers stopped must not hold a Slurm node for ever).
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Whether a bound pod being deleted may still have containers on its Node (until its grace period
+/// ended `STOP_GRACE` ago).
+fn still_running_on_its_node(pod: &Pod) -> bool {
+    let Some(deleted) = pod.metadata.deletion_timestamp.as_ref() else { return false };
+    if pod.spec.as_ref().and_then(|spec| spec.node_name.as_ref()).is_none() {
+        return false;
+    }
+    // The deletion timestamp is when the grace period ends.
+    let past_grace = k8s_openapi::jiff::Timestamp::now().duration_since(deleted.0);
+    if past_grace.as_secs() > i64::try_from(STOP_GRACE.as_secs()).unwrap_or(i64::MAX) {
+        return false;
+    }
+    let statuses = pod.status.as_ref().and_then(|status| status.container_statuses.as_deref()).unwrap_or_default();
+    statuses.iter().any(|status| status.state.as_ref().is_none_or(|state| state.terminated.is_none()))
 }
 
 /// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.
