@@ -36,13 +36,18 @@ impl Verdict {
 
     /// Why nothing fits, in the manner of kube-scheduler's "0/3 nodes are available: ...".
     pub fn nothing_fits(&self) -> String {
+        format!("0/{} Slurm nodes fit the pod's placement rules: {}", self.excluded.len(), self.why_excluded())
+    }
+
+    /// Each excluded node's reason (the first few).
+    pub fn why_excluded(&self) -> String {
         const SHOWN: usize = 5;
         let mut reasons: Vec<String> =
             self.excluded.iter().take(SHOWN).map(|(node, why)| format!("{node}: {why}")).collect();
         if self.excluded.len() > SHOWN {
             reasons.push(format!("and {} more", self.excluded.len() - SHOWN));
         }
-        format!("0/{} Slurm nodes fit the pod's placement rules: {}", self.excluded.len(), reasons.join("; "))
+        reasons.join("; ")
     }
 }
 

@@ -91,10 +91,18 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
         Some(verdict) => verdict,
         None => return Ok(Action::requeue(RETRY)),
     };
-    // Fewer allowed nodes than members is left to Slurm: the job waits (`Resources`) for nodes a
-    // NodeSet may yet add. Only when no node at all is allowed is nothing submitted.
-    if verdict.eligible.is_empty() {
-        let message = format!("pod group {}: {}", group.name, verdict.nothing_fits());
+    // Slurm fails a job asking for more nodes than it may use: wait, unsubmitted, for nodes (an
+    // autoscaler adding Nodes, a NodeSet turning them into Slurm nodes, brings the group back).
+    if verdict.eligible.len() < size {
+        let mut message = format!(
+            "pod group {} needs {size} Slurm nodes, one per pod, and {} of the cluster's {} may take its pods",
+            group.name,
+            verdict.eligible.len(),
+            verdict.eligible.len() + verdict.excluded.len()
+        );
+        if !verdict.excluded.is_empty() {
+            message = format!("{message}: {}", verdict.why_excluded());
+        }
         conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
         return Ok(Action::requeue(RECHECK));
     }
