@@ -205,3 +205,28 @@ pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) 
     ctx.slurm.cancel(placeholder.job.job_id).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deleted_pod(seconds_from_now: i64, container_state: serde_json::Value) -> Pod {
+        let at = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(seconds_from_now);
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "deletionTimestamp": at.to_string()},
+            "spec": {"nodeName": "n1", "containers": [{"name": "a"}]},
+            "status": {"containerStatuses": [{"name": "a", "image": "i", "imageID": "", "ready": true,
+                                               "restartCount": 0, "state": container_state}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deleted_pod_holds_its_node_until_its_containers_stop() {
+        let running = serde_json::json!({"running": {}});
+        assert!(still_running_on_its_node(&deleted_pod(5, running.clone())));
+        let stopped = serde_json::json!({"terminated": {"exitCode": 0}});
+        assert!(!still_running_on_its_node(&deleted_pod(5, stopped)));
+        assert!(!still_running_on_its_node(&deleted_pod(-60, running)), "not past its grace period and 30 s");
+    }
+}
