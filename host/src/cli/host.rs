@@ -79,6 +79,14 @@ pub struct HostArgs {
     /// that name none.
     #[arg(long, env = "SUNK_SLURM_KEY_SECRET", default_value = "slurm-key")]
     slurm_key_secret: String,
+    /// Only pods of these namespaces are scheduled (a comma list); all namespaces by default. With
+    /// exactly one, the host watches only that namespace's pods.
+    #[arg(long, env = "SUNK_WATCH_NAMESPACES", value_delimiter = ',')]
+    watch_namespaces: Vec<String>,
+    /// Places a pod at once when Slurm has room (an immediate allocation, bound in milliseconds)
+    /// before falling back to a queued placeholder. Needs slurm.conf's InactiveLimit=0 (the default).
+    #[arg(long, env = "SUNK_FAST_PATH", default_value_t = false, action = clap::ArgAction::Set)]
+    fast_path: bool,
     /// Only the NodeSets of this namespace (and, for the Syncer, only their slurmd pods); all namespaces
     /// by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
@@ -241,6 +249,9 @@ async fn writers(
                 default_account: args.default_account,
                 kill_wait_seconds: args.slurm_kill_wait,
             },
+            metrics: metrics.scheduler.clone(),
+            scope: scheduler::Scope::new(&args.watch_namespaces),
+            fast_path: args.fast_path,
         };
         controllers.push(scheduler::run(client, slurm, policies, config).boxed());
     }
@@ -253,12 +264,14 @@ async fn writers(
 struct WriterMetrics {
     passes: crate::kube::ReconcileMetrics,
     syncer: crate::syncer::SyncerMetrics,
+    scheduler: scheduler::SchedulerMetrics,
 }
 
 impl WriterMetrics {
     fn register(&self, registry: &mut prometheus_client::registry::Registry) {
         self.passes.register(registry);
         self.syncer.register(registry);
+        self.scheduler.register(registry);
     }
 }
 

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
 use super::placeholder::PodKey;
-use crate::slurm::{Job, JobState, JobsPage, SlurmClient, SlurmError};
+use crate::slurm::{Job, JobDescription, JobState, JobsPage, SlurmClient, SlurmError};
 
 /// A placeholder job as last seen.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +27,16 @@ struct State {
     submitted: Vec<(Instant, Placeholder)>,
     /// When Slurm last refused a submission, by pod UID.
     refusals: HashMap<String, Instant>,
+    /// When a submission's answer was lost (it may or may not have made a job), by pod UID.
+    doubts: HashMap<String, Instant>,
+    /// When the last complete listing began.
+    listing_began: Option<Instant>,
     listed: bool,
     last_update: Option<u64>,
+    /// When the listing now in flight began.
+    listing_since: Option<Instant>,
+    /// Why the last listing failed, if it did.
+    last_error: Option<String>,
 }
 
 /// Shared, cheaply cloned view of sunk's placeholder jobs.
@@ -63,17 +71,54 @@ impl JobCache {
     }
 
     /// Remembers a job this host just submitted, so that it is known before Slurm lists it.
-    pub fn record_submitted(&self, pod: PodKey, job_id: u32) {
-        let placeholder =
-            Placeholder { pod, job: Job { job_id, job_state: vec!["PENDING".into()], ..Default::default() } };
+    pub fn record_submitted(&self, pod: PodKey, job_id: u32, submitted: &JobDescription) {
+        let job = Job {
+            job_id,
+            job_state: vec!["PENDING".into()],
+            excluded_nodes: submitted.excluded_nodes.join(","),
+            admin_comment: submitted.admin_comment.clone().unwrap_or_default(),
+            ..Default::default()
+        };
+        self.record_job(pod, job);
+    }
+
+    /// Remembers a job this host just made, as Slurm described it, before Slurm lists it.
+    pub fn record_job(&self, pod: PodKey, job: Job) {
+        let placeholder = Placeholder { pod, job };
         let mut state = self.write();
         state.by_pod.entry(placeholder.pod.uid.clone()).or_default().push(placeholder.clone());
         state.submitted.push((Instant::now(), placeholder));
     }
 
+    /// Remembers that this host cancelled a job (with the admin comment it gave it, e.g. the
+    /// replaced mark), so that it is not taken for live, or for merely ended, before Slurm lists it.
+    pub fn record_cancelled(&self, job_id: u32, admin_comment: Option<&str>) {
+        let mut state = self.write();
+        for placeholder in state.by_pod.values_mut().flatten().filter(|p| p.job.job_id == job_id) {
+            placeholder.job.job_state = vec!["CANCELLED".into()];
+            if let Some(comment) = admin_comment {
+                placeholder.job.admin_comment = comment.to_owned();
+            }
+        }
+    }
+
     /// Remembers that Slurm refused to take a job for this pod.
     pub fn record_refusal(&self, uid: &str) {
         self.write().refusals.insert(uid.to_string(), Instant::now());
+    }
+
+    /// Remembers that a submission for this pod got no answer: slurmrestd may still have made the job.
+    pub fn record_in_doubt(&self, uid: &str) {
+        self.write().doubts.insert(uid.to_string(), Instant::now());
+    }
+
+    /// Whether a lost submission for this pod may have made a job that no complete listing has shown
+    /// yet: until one that began after it arrives, submitting again could make a second job.
+    pub fn in_doubt(&self, uid: &str) -> bool {
+        let mut state = self.write();
+        let listed_since = state.listing_began;
+        state.doubts.retain(|_, at| listed_since.is_none_or(|began| began <= *at));
+        state.doubts.contains_key(uid)
     }
 
     /// When Slurm refused this pod's job, if that was less than `within` ago.
@@ -88,8 +133,9 @@ impl JobCache {
     fn replace(&self, jobs: Vec<Job>, last_update: u64, began: Instant) -> Vec<PodKey> {
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
         for job in jobs {
-            if let Some(pod) = PodKey::from_link(&job.admin_comment) {
-                by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job });
+            // A gang's job is listed under every member.
+            for pod in super::placeholder::linked_pods(&job.admin_comment) {
+                by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job: job.clone() });
             }
         }
         let mut state = self.write();
@@ -115,6 +161,7 @@ impl JobCache {
         );
         state.by_pod = by_pod;
         state.listed = true;
+        state.listing_began = Some(began);
         if last_update > 0 {
             state.last_update = Some(last_update);
         }
@@ -128,10 +175,28 @@ impl JobCache {
     /// Lists jobs once; returns the pods whose placeholders changed.
     pub async fn refresh(&self, slurm: &SlurmClient) -> Result<Vec<PodKey>, SlurmError> {
         let began = Instant::now();
-        match slurm.jobs(self.last_update()).await? {
+        self.write().listing_since = Some(began);
+        let listed = slurm.jobs(self.last_update()).await;
+        {
+            let mut state = self.write();
+            state.listing_since = None;
+            state.last_error = listed.as_ref().err().map(ToString::to_string);
+        }
+        match listed? {
             JobsPage::Unchanged => Ok(Vec::new()),
             JobsPage::All { jobs, last_update } => Ok(self.replace(jobs, last_update, began)),
         }
+    }
+
+    /// Why Slurm's jobs cannot be read now, if they cannot: the last listing failed, or the one in
+    /// flight has had no answer for longer than `patience`.
+    pub fn unreachable(&self, patience: Duration) -> Option<String> {
+        let state = self.read();
+        if let Some(error) = &state.last_error {
+            return Some(error.clone());
+        }
+        let waited = state.listing_since?.elapsed();
+        (waited > patience).then(|| format!("slurmrestd has not answered for {}s", waited.as_secs()))
     }
 }
 
@@ -166,12 +231,45 @@ mod tests {
         let cache = JobCache::default();
         let began = Instant::now();
         let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
-        cache.record_submitted(pod, 7);
+        cache.record_submitted(pod, 7, &JobDescription::default());
         cache.replace(vec![job(3, "b", "RUNNING")], 100, began);
         assert_eq!(cache.for_pod("a")[0].job.job_id, 7);
         // A listing that began after the submission is the truth.
         cache.replace(vec![job(3, "b", "RUNNING")], 101, Instant::now());
         assert!(cache.for_pod("a").is_empty());
+    }
+
+    #[test]
+    fn a_listing_without_answer_or_failing_makes_slurm_unreachable() {
+        let cache = JobCache::default();
+        assert_eq!(cache.unreachable(Duration::ZERO), None);
+        cache.write().listing_since = Some(Instant::now() - Duration::from_secs(12));
+        assert_eq!(cache.unreachable(Duration::from_secs(60)), None);
+        let why = cache.unreachable(Duration::from_secs(10)).unwrap();
+        assert!(why.contains("not answered for 12s"), "{why}");
+        cache.write().last_error = Some("cannot reach slurmrestd: connection refused".into());
+        assert!(cache.unreachable(Duration::from_secs(60)).unwrap().contains("connection refused"));
+    }
+
+    #[test]
+    fn a_cancelled_job_reads_as_over_with_its_new_comment_until_listed() {
+        let cache = JobCache::default();
+        cache.replace(vec![job(4, "a", "RUNNING")], 1, Instant::now());
+        cache.record_cancelled(4, Some("marked"));
+        let known = &cache.for_pod("a")[0].job;
+        assert_eq!((known.state(), known.admin_comment.as_str()), (JobState::Ended, "marked"));
+    }
+
+    #[test]
+    fn a_lost_submission_is_in_doubt_until_a_later_listing() {
+        let cache = JobCache::default();
+        let before = Instant::now();
+        cache.record_in_doubt("a");
+        assert!(cache.in_doubt("a"));
+        cache.replace(vec![], 1, before);
+        assert!(cache.in_doubt("a"), "a listing that began before the submission proves nothing");
+        cache.replace(vec![], 2, Instant::now());
+        assert!(!cache.in_doubt("a"));
     }
 
     #[test]

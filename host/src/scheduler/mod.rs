@@ -1,29 +1,42 @@
 //! The pod scheduler: pods that name sunk as their scheduler become placeholder Slurm jobs, and are
 //! bound to the Kubernetes Node that hosts the slurmd of the Slurm node the job was given.
 
+mod bind;
+mod conditions;
+mod exclusions;
+mod fast_path;
+mod gang;
 mod job_cache;
+mod metrics;
+mod node_fit;
 mod orphans;
 mod placeholder;
+mod placement;
 mod pod_record;
 mod reconcile;
+mod scope;
 mod slurmd_pods;
+mod submit;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
 pub use job_cache::{JobCache, Placeholder};
-pub use placeholder::PodKey;
+pub use metrics::SchedulerMetrics;
+pub use placeholder::{PodKey, linked_pods};
 pub use pod_record::pod_record;
+pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
 
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
-use crate::slurm::{SlurmClient, SlurmError};
+use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmError};
+use placement::Placement;
 
 /// What the scheduler is told at start-up.
 pub struct Config {
@@ -33,16 +46,29 @@ pub struct Config {
     pub poll_interval: Duration,
     /// What policies are told about the Slurm cluster.
     pub cluster: policy::Cluster,
+    /// Where attempts, latencies and pending pods are counted (registered on /metrics by the caller).
+    pub metrics: SchedulerMetrics,
+    /// The namespaces whose pods are scheduled.
+    pub scope: Scope,
+    /// Try an immediate allocation before queueing a placeholder (see `fast_path`).
+    pub fast_path: bool,
 }
 
 /// Everything a reconcile needs.
 pub struct Context {
+    pub client: Client,
+    /// This scheduler's pods (the controller's store).
+    pub pods: reflector::Store<Pod>,
+    pub gang_locks: gang::GroupLocks,
     pub writer: PodWriter,
     pub slurm: SlurmClient,
     pub jobs: JobCache,
     pub policies: Arc<Policies>,
     pub slurmd: SlurmdPods,
+    pub placement: Placement,
     pub cluster: policy::Cluster,
+    pub metrics: SchedulerMetrics,
+    pub fast_path: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,24 +87,59 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
     let slurmd_watch = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(SLURM_NODE_LABEL));
     tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().touched_objects().for_each(|_| async {}));
 
+    let (nodes_store, nodes_writer) = reflector::store();
+    let nodes_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default());
+    tokio::spawn(reflector(nodes_writer, nodes_watch).default_backoff().touched_objects().for_each(|_| async {}));
+    let slurm_nodes = NodeCache::new(NodeCacheConfig::every(config.poll_interval));
+    tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+    // Fail closed: until the Nodes and slurmd pods are listed, a taint cannot be seen, and a job on a
+    // tainted node would be bound.
+    slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
+    nodes_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of Nodes ended"))?;
+    let slurmd = SlurmdPods::new(slurmd_store);
+    let placement = Placement { nodes: nodes_store, slurmd: slurmd.clone(), slurm_nodes };
+
     let jobs = JobCache::default();
     let (changed_tx, changed_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx));
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
-    let controller =
-        Controller::new(Api::<Pod>::all(client.clone()), ours).reconcile_on(changed_rx).shutdown_on_signal();
-    tokio::spawn(orphans::sweep(jobs.clone(), controller.store(), slurm.clone(), config.poll_interval * 4));
+    let (pods, pods_writer) = reflector::store();
+    let scope = config.scope.clone();
+    let in_scope = watcher(config.scope.pods(client.clone()), ours)
+        .default_backoff()
+        .try_filter(move |event| std::future::ready(scope.admits(event)))
+        .reflect(pods_writer)
+        .applied_objects();
+    // A Node tainted or labelled, a slurmd pod or Slurm node come or gone: pending pods look again.
+    let controller = Controller::for_stream(in_scope, pods)
+        .reconcile_on(changed_rx)
+        .reconcile_all_on(placement.clone().changes(config.poll_interval))
+        .shutdown_on_signal();
+    let sweep = orphans::Sweep {
+        jobs: jobs.clone(),
+        pods: controller.store(),
+        slurm: slurm.clone(),
+        scope: config.scope.clone(),
+    };
+    tokio::spawn(sweep.run(config.poll_interval * 4));
+    tokio::spawn(count_pending(controller.store(), config.metrics.clone(), config.poll_interval));
 
     let ctx = Arc::new(Context {
-        writer: PodWriter::new(client, &config.scheduler_name),
+        writer: PodWriter::new(client.clone(), &config.scheduler_name),
+        client,
+        pods: controller.store(),
+        gang_locks: gang::GroupLocks::default(),
         slurm,
         jobs,
         policies,
-        slurmd: SlurmdPods::new(slurmd_store),
+        slurmd,
+        placement,
         cluster: config.cluster,
+        metrics: config.metrics,
+        fast_path: config.fast_path,
     });
-    tracing::info!(scheduler = %config.scheduler_name, "pod scheduler running");
+    tracing::info!(scheduler = %config.scheduler_name, namespaces = %config.scope.describe(), "pod scheduler running");
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -88,4 +149,19 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
         })
         .await;
     Ok(())
+}
+
+/// Keeps the pending-pods gauge at the number of this scheduler's pods not yet bound.
+async fn count_pending(pods: reflector::Store<Pod>, metrics: SchedulerMetrics, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    loop {
+        ticker.tick().await;
+        let pending = pods
+            .state()
+            .iter()
+            .filter(|pod| pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()))
+            .filter(|pod| reconcile::leaving(pod).is_none())
+            .count();
+        metrics.set_pending(pending);
+    }
 }

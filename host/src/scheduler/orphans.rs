@@ -6,10 +6,26 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::JobCache;
+use super::{JobCache, Scope};
 use crate::slurm::SlurmClient;
 
-pub async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, interval: Duration) {
+/// What the sweep looks at. Placeholders of pods outside the scheduler's scope are not its business:
+/// their pods are not in its store, and must never be taken for gone.
+pub struct Sweep {
+    pub jobs: JobCache,
+    pub pods: Store<Pod>,
+    pub slurm: SlurmClient,
+    pub scope: Scope,
+}
+
+impl Sweep {
+    pub async fn run(self, interval: Duration) {
+        let Self { jobs, pods, slurm, scope } = self;
+        sweep(jobs, pods, slurm, scope, interval).await
+    }
+}
+
+async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scope, interval: Duration) {
     // Readiness wakes only the most recent waiter, and the controller waits on the same store:
     // look again every second rather than wait once.
     loop {
@@ -27,13 +43,14 @@ pub async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, interva
         }
         let live = jobs.live();
         tracing::debug!(placeholders = live.len(), pods = pods.state().len(), "sweeping for orphan placeholders");
-        for placeholder in live {
+        for placeholder in live.into_iter().filter(|p| scope.contains(&p.pod.namespace)) {
             let key = &placeholder.pod;
             let pod = pods.get(&ObjectRef::new(&key.name).within(&key.namespace));
             if pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(key.uid.as_str())) {
                 continue;
             }
             tracing::info!(job = placeholder.job.job_id, pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
+            super::gang::keep_members_waiting(&slurm, &placeholder).await;
             if let Err(error) = slurm.cancel(placeholder.job.job_id).await {
                 tracing::warn!(job = placeholder.job.job_id, %error, "could not cancel orphan placeholder");
             }

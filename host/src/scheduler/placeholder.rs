@@ -7,6 +7,12 @@ use crate::policy::{Exclusive as PolicyExclusive, JobRequest};
 use crate::slurm::{Exclusive, JobDescription, NoValue};
 
 const LINK_PREFIX: &str = "sunk.dev/pod=";
+/// Appended to the link of a job the host cancelled to submit a better placed one: when it has
+/// ended, the pod is not deleted but gets a new job.
+const REPLACED_MARK: &str = ";replaced";
+/// Appended to the link of an immediate allocation: Slurm keeps a refused one as a FAILED job that
+/// never held a node, which must not count as the pod's job having failed.
+const ATTEMPT_MARK: &str = ";immediate";
 /// Placeholders sleep until cancelled: the pod, not the job, does the work.
 const SCRIPT: &str = "#!/bin/sh\n# sunk placeholder: holds this allocation for a Kubernetes pod\nexec sleep infinity\n";
 
@@ -27,6 +33,7 @@ impl PodKey {
     /// The pod a job's `admin_comment` names, if the job is one of sunk's placeholders.
     pub fn from_link(admin_comment: &str) -> Option<Self> {
         let rest = admin_comment.strip_prefix(LINK_PREFIX)?;
+        let rest = rest.split_once(';').map_or(rest, |(link, _mark)| link);
         let mut parts = rest.splitn(3, '/');
         let (namespace, name, uid) = (parts.next()?, parts.next()?, parts.next()?);
         [namespace, name, uid].iter().all(|part| !part.is_empty()).then(|| Self {
@@ -37,11 +44,44 @@ impl PodKey {
     }
 }
 
+/// The pods a job stands for: its one pod, or every member of its gang.
+pub fn linked_pods(admin_comment: &str) -> Vec<PodKey> {
+    match PodKey::from_link(admin_comment) {
+        Some(pod) => vec![pod],
+        None => super::gang::GangLink::parse(admin_comment).map(|link| link.members).unwrap_or_default(),
+    }
+}
+
+/// Whether the host cancelled this job to replace it with another for the same pod.
+pub fn is_replaced(job: &crate::slurm::Job) -> bool {
+    job.admin_comment.ends_with(REPLACED_MARK)
+}
+
+/// The `admin_comment` of an immediate allocation attempt.
+pub fn attempt(admin_comment: &str) -> String {
+    format!("{admin_comment}{ATTEMPT_MARK}")
+}
+
+/// Whether a job is an immediate allocation Slurm refused (it ended without ever holding a node).
+pub fn is_refused_attempt(job: &crate::slurm::Job) -> bool {
+    job.admin_comment.contains(ATTEMPT_MARK) && job.nodes.is_empty() && job.state() == crate::slurm::JobState::Ended
+}
+
+/// The `admin_comment` that marks a job as replaced (see [`is_replaced`]).
+pub fn replaced(admin_comment: &str) -> String {
+    if admin_comment.ends_with(REPLACED_MARK) {
+        admin_comment.to_owned()
+    } else {
+        format!("{admin_comment}{REPLACED_MARK}")
+    }
+}
+
 /// The Slurm submission for a pod, from what the job-mapper policy asked for.
 pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
     JobDescription {
         name: format!("{}/{}", pod.namespace, pod.name),
         script: SCRIPT.into(),
+        immediate: None,
         current_working_directory: request.current_working_directory.unwrap_or_else(|| "/tmp".into()),
         environment: vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()],
         admin_comment: Some(pod.link()),
@@ -66,6 +106,10 @@ pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
         group_id: request.group_id.map(|id| id.to_string()),
         time_limit: request.time_limit_minutes.map(|minutes| NoValue::of(minutes.into())),
         cpus_per_task: request.cpus.max(1),
+        minimum_nodes: None,
+        maximum_nodes: None,
+        tasks: None,
+        tasks_per_node: None,
         memory_per_node: NoValue::of(request.memory_mib.max(1)),
         tres_per_node: request.tres_per_node,
     }
@@ -78,8 +122,22 @@ mod tests {
     #[test]
     fn a_link_names_its_pod_and_nothing_else_does() {
         let key = PodKey { namespace: "ml".into(), name: "train-0".into(), uid: "1234-abcd".into() };
-        assert_eq!(PodKey::from_link(&key.link()), Some(key));
+        assert_eq!(PodKey::from_link(&key.link()), Some(key.clone()));
         assert_eq!(PodKey::from_link("set by an admin"), None);
         assert_eq!(PodKey::from_link("sunk.dev/pod=ns//uid"), None);
+        let replaced = crate::slurm::Job { admin_comment: super::replaced(&key.link()), ..Default::default() };
+        assert_eq!(PodKey::from_link(&replaced.admin_comment), Some(key.clone()));
+        assert!(is_replaced(&replaced));
+        assert_eq!(super::replaced(&replaced.admin_comment), replaced.admin_comment);
+        let refused = crate::slurm::Job {
+            admin_comment: attempt(&key.link()),
+            job_state: vec!["FAILED".into()],
+            ..Default::default()
+        };
+        assert!(is_refused_attempt(&refused));
+        assert_eq!(PodKey::from_link(&refused.admin_comment), Some(key.clone()));
+        let granted = crate::slurm::Job { nodes: "n1".into(), ..refused };
+        assert!(!is_refused_attempt(&granted), "an allocation that ran ends its pod as any job does");
+        assert!(!is_replaced(&crate::slurm::Job { admin_comment: key.link(), ..Default::default() }));
     }
 }

@@ -13,18 +13,28 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::job_cache::Placeholder;
+use super::metrics::AttemptResult;
 use super::placeholder::{self, PodKey};
-use super::{Context, Error, pod_record};
-use crate::failpoint;
-use crate::policy::Mapping;
-use crate::policy::worlds::MapPodInput;
+use super::{Context, Error, bind, conditions, gang, submit};
 use crate::slurm::JobState;
 
 /// How long a pod waits for a second look when nothing is expected to change it sooner.
-const RECHECK: Duration = Duration::from_secs(60);
-const RETRY: Duration = Duration::from_secs(5);
+pub(super) const RECHECK: Duration = Duration::from_secs(60);
+pub(super) const RETRY: Duration = Duration::from_secs(5);
+
+/// How long a job listing may go unanswered before waiting pods say Slurm cannot be reached.
+const PATIENCE: Duration = Duration::from_secs(10);
 
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let unbound = pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none());
+    if unbound
+        && leaving(&pod).is_none()
+        && let Some(why) = ctx.jobs.unreachable(PATIENCE)
+    {
+        let message = format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd");
+        conditions::waiting(&ctx, &pod, conditions::SLURM_UNREACHABLE, &message).await?;
+        return Ok(Action::requeue(RETRY));
+    }
     // Before the first full job listing, "no job" only means "not known yet".
     if !ctx.jobs.is_listed() {
         return Ok(Action::requeue(Duration::from_millis(500)));
@@ -39,7 +49,14 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     let (live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
 
     if let Some(why) = leaving(&pod) {
+        if !live.is_empty() && still_running_on_its_node(&pod) {
+            // The kubelet still counts the pod on its Node: the allocation stays the pod's until its
+            // containers stop, so the next pod Slurm puts there is not refused for lack of room. (Once
+            // the pod is gone, the orphan sweep cancels the job if no pass did.)
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         for placeholder in &live {
+            gang::keep_members_waiting(&ctx.slurm, placeholder).await;
             cancel(&ctx, placeholder, &why).await?;
             let note = format!("cancelled Slurm job {}: {why}", placeholder.job.job_id);
             ctx.writer.event(&pod, false, "SlurmJobCancelled", "Cancel", note).await;
@@ -51,13 +68,27 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
     }
     let bound_to = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
+    // A job the host cancelled to replace it, or an immediate allocation Slurm refused, never ends the pod.
+    let ended: Vec<_> = ended
+        .into_iter()
+        .filter(|p| !placeholder::is_replaced(&p.job) && !placeholder::is_refused_attempt(&p.job))
+        .collect();
     match (live.first(), bound_to) {
         (None, None) if ended.is_empty() => {
+            if ctx.jobs.in_doubt(&key.uid) {
+                let message =
+                    "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again";
+                conditions::waiting(&ctx, &pod, conditions::SLURM_UNREACHABLE, message).await?;
+                return Ok(Action::requeue(RETRY));
+            }
             if let Some(refusal) = ctx.jobs.recent_refusal(&key.uid, RECHECK) {
                 // Slurm refused this pod moments ago; a pod update must not resubmit at once.
                 return Ok(Action::requeue(RECHECK.saturating_sub(refusal.elapsed())));
             }
-            submit(&pod, key, &ctx).await
+            match gang::group_of(&pod) {
+                Some(group) => gang::submit(&pod, &group, &ctx).await,
+                None => submit::submit(&pod, key, &ctx).await,
+            }
         }
         (None, None) if ended.last().is_some_and(|p| !withdrawn(&p.job)) => {
             // The job failed before it ever held a node (e.g. a constraint no node can meet): the
@@ -65,7 +96,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             let job = &ended.last().expect("checked above").job;
             let message =
                 format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
-            ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobFailed", &message).await?;
+            conditions::waiting(&ctx, &pod, conditions::SLURM_JOB_FAILED, &message).await?;
             Ok(Action::await_change())
         }
         (None, _) => {
@@ -78,10 +109,19 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             Ok(Action::await_change())
         }
         (Some(placeholder), None) => match placeholder.job.state() {
-            JobState::Running => bind(&pod, placeholder, &ctx).await,
-            _ => {
+            JobState::Running => match bind::misplaced(&pod, placeholder, &ctx) {
+                Some(why) => bind::replace(&pod, placeholder, &ctx, &why).await,
+                None if gang::is_gang(&placeholder.job) => gang::bind(&pod, placeholder, &ctx).await,
+                None => bind::bind(&pod, placeholder, &ctx).await,
+            },
+            state => {
+                // A gang's exclusions are fixed at submission (its members may differ).
+                if state == JobState::Pending && !gang::is_gang(&placeholder.job) {
+                    submit::keep_placement(&pod, placeholder, &ctx).await?;
+                }
                 let message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
-                ctx.writer.set_scheduled_condition(&pod, false, "SlurmJobPending", &message).await?;
+                let reason = conditions::pending_reason(&placeholder.job.state_reason);
+                conditions::waiting(&ctx, &pod, reason, &message).await?;
                 Ok(Action::requeue(RECHECK))
             }
         },
@@ -101,14 +141,17 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     }
 }
 
-pub fn error_policy(pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
+pub fn error_policy(pod: Arc<Pod>, error: &Error, ctx: Arc<Context>) -> Action {
+    if pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()) {
+        ctx.metrics.attempt(AttemptResult::error);
+    }
     tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %error, "reconcile failed; retrying");
     Action::requeue(RETRY)
 }
 
 /// Why the pod no longer needs its job, if it does not: it is being deleted, or it has finished
 /// (including a kubelet refusing to run it, e.g. `OutOfmemory`, which leaves it Failed).
-fn leaving(pod: &Pod) -> Option<String> {
+pub(super) fn leaving(pod: &Pod) -> Option<String> {
     if pod.metadata.deletion_timestamp.is_some() {
         return Some("its pod is being deleted".into());
     }
@@ -124,84 +167,66 @@ fn leaving(pod: &Pod) -> Option<String> {
     }
 }
 
+/// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports
+/// its containers stopped must not hold a Slurm node for ever).
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Whether a bound pod being deleted may still have containers on its Node (until its grace period
+/// ended `STOP_GRACE` ago).
+fn still_running_on_its_node(pod: &Pod) -> bool {
+    let Some(deleted) = pod.metadata.deletion_timestamp.as_ref() else { return false };
+    if pod.spec.as_ref().and_then(|spec| spec.node_name.as_ref()).is_none() {
+        return false;
+    }
+    // The deletion timestamp is when the grace period ends.
+    let past_grace = k8s_openapi::jiff::Timestamp::now().duration_since(deleted.0);
+    if past_grace.as_secs() > i64::try_from(STOP_GRACE.as_secs()).unwrap_or(i64::MAX) {
+        return false;
+    }
+    let statuses = pod.status.as_ref().and_then(|status| status.container_statuses.as_deref()).unwrap_or_default();
+    statuses.iter().any(|status| status.state.as_ref().is_none_or(|state| state.terminated.is_none()))
+}
+
 /// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.
 fn withdrawn(job: &crate::slurm::Job) -> bool {
     job.job_state.iter().any(|state| matches!(state.as_str(), "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE"))
 }
 
 /// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one.
-fn describe(job: &crate::slurm::Job) -> String {
+pub(super) fn describe(job: &crate::slurm::Job) -> String {
     match job.state_reason.as_str() {
         "" | "None" => format!("{} ({})", job.job_id, job.state_name()),
         reason => format!("{} ({}: {reason})", job.job_id, job.state_name()),
     }
 }
 
-async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
+pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
     tracing::info!(job = placeholder.job.job_id, pod = %placeholder.pod.name, "cancelling placeholder: {why}");
     ctx.slurm.cancel(placeholder.job.job_id).await?;
     Ok(())
 }
 
-async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
-    let input = MapPodInput { pod: pod_record::pod_record(pod), cluster: ctx.cluster.clone() };
-    // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
-    let decision = tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input));
-    let request = match decision {
-        Ok(Mapping::Job(request)) => request,
-        Ok(Mapping::Reject(rejection)) => {
-            let message = format!("{}: {}", rejection.field, rejection.message);
-            ctx.writer.set_scheduled_condition(pod, false, "PolicyRejected", &message).await?;
-            ctx.writer
-                .event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}"))
-                .await;
-            return Ok(Action::await_change());
-        }
-        Err(error) => {
-            let message = format!("the job-mapper policy failed: {error}");
-            ctx.writer.set_scheduled_condition(pod, false, "PolicyFailed", &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            return Ok(Action::requeue(RECHECK));
-        }
-    };
-    let description = placeholder::job_description(&key, request);
-    let job_id = match ctx.slurm.submit(&description).await {
-        Ok(job_id) => job_id,
-        Err(error @ crate::slurm::SlurmError::Api { .. } | error @ crate::slurm::SlurmError::NotSubmitted(_)) => {
-            ctx.jobs.record_refusal(&key.uid);
-            let message = format!("Slurm refused the job: {error}");
-            ctx.writer.set_scheduled_condition(pod, false, "SlurmRejected", &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            return Ok(Action::requeue(RECHECK));
-        }
-        Err(error) => return Err(error.into()),
-    };
-    ctx.jobs.record_submitted(key, job_id);
-    failpoint::hit("after-submit");
-    tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
-    ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job_id}")).await;
-    ctx.writer
-        .set_scheduled_condition(pod, false, "SlurmJobPending", &format!("waiting for Slurm: job {job_id} submitted"))
-        .await?;
-    Ok(Action::requeue(RECHECK))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
-    let slurm_node = placeholder.job.nodes.as_str();
-    let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
-        let message = format!(
-            "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
-            placeholder.job.job_id
-        );
-        ctx.writer.set_scheduled_condition(pod, false, "SlurmNodeUnknown", &message).await?;
-        return Ok(Action::requeue(RETRY));
-    };
-    ctx.writer.bind(pod, &node).await?;
-    let note = format!(
-        "Successfully assigned {}/{} to {node} (Slurm job {} on {slurm_node})",
-        placeholder.pod.namespace, placeholder.pod.name, placeholder.job.job_id
-    );
-    tracing::info!("{note}");
-    ctx.writer.event(pod, false, "Scheduled", "Bind", note).await;
-    Ok(Action::await_change())
+    fn deleted_pod(seconds_from_now: i64, container_state: serde_json::Value) -> Pod {
+        let at = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(seconds_from_now);
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "deletionTimestamp": at.to_string()},
+            "spec": {"nodeName": "n1", "containers": [{"name": "a"}]},
+            "status": {"containerStatuses": [{"name": "a", "image": "i", "imageID": "", "ready": true,
+                                               "restartCount": 0, "state": container_state}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deleted_pod_holds_its_node_until_its_containers_stop() {
+        let running = serde_json::json!({"running": {}});
+        assert!(still_running_on_its_node(&deleted_pod(5, running.clone())));
+        let stopped = serde_json::json!({"terminated": {"exitCode": 0}});
+        assert!(!still_running_on_its_node(&deleted_pod(5, stopped)));
+        assert!(!still_running_on_its_node(&deleted_pod(-60, running)), "not past its grace period and 30 s");
+    }
 }

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::model::{Envelope, JobsResponse, PartitionsResponse, SubmitResponse};
 use super::node::NodesResponse;
-use super::{Job, JobDescription, Node, NodeUpdate, SlurmError, TokenSigner};
+use super::{Job, JobDescription, JobUpdate, Node, NodeUpdate, SlurmError, TokenSigner};
 
 const API: &str = "slurm/v0.0.42";
 /// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
@@ -82,6 +82,28 @@ impl SlurmClient {
         }
     }
 
+    /// Allocates nodes for a job with no script (`salloc`); with `immediate` it starts now or fails.
+    pub async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
+        let response = self.request(Method::POST, "job/allocate")?.json(&Submit { job }).send().await?;
+        let answer: SubmitResponse = decode("job/allocate", response).await?;
+        match answer.job_id {
+            Some(id) if id > 0 && answer.envelope.errors.is_empty() => Ok(id),
+            _ => Err(SlurmError::NotSubmitted(
+                answer.envelope.errors.into_iter().chain(answer.envelope.warnings).collect(),
+            )),
+        }
+    }
+
+    /// One job as Slurm lists it, if it knows it.
+    pub async fn job(&self, job_id: u32) -> Result<Option<Job>, SlurmError> {
+        let response = self.request(Method::GET, &format!("job/{job_id}"))?.send().await?;
+        match decode::<JobsResponse>("job", response).await {
+            Ok(answer) => Ok(answer.jobs.into_iter().next()),
+            Err(SlurmError::Api { status: 404, .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Cancels a job (SIGKILL after KillWait, as scancel). A job that already ended is not an error.
     pub async fn cancel(&self, job_id: u32) -> Result<(), SlurmError> {
         let response = self.request(Method::DELETE, &format!("job/{job_id}"))?.send().await?;
@@ -90,6 +112,13 @@ impl SlurmClient {
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
             other => other.map(drop),
         }
+    }
+
+    /// Changes a job (an administrator may change a running job's admin comment, and a pending job's
+    /// placement limits).
+    pub async fn update_job(&self, job_id: u32, update: &JobUpdate) -> Result<(), SlurmError> {
+        let response = self.request(Method::POST, &format!("job/{job_id}"))?.json(update).send().await?;
+        decode::<Envelope>("job update", response).await.map(drop)
     }
 
     /// Lists every job, or says nothing changed since `since` (a previous `last_update`).

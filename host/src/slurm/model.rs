@@ -72,7 +72,12 @@ pub enum Exclusive {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct JobDescription {
     pub name: String,
+    /// Empty for an allocation (`job/allocate`), which runs no script.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub script: String,
+    /// An allocation that must start now or fail (`salloc --immediate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub immediate: Option<bool>,
     pub current_working_directory: String,
     pub environment: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +111,15 @@ pub struct JobDescription {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<NoValue>,
     pub cpus_per_task: u32,
+    /// Node count (a gang's job: one node per pod).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minimum_nodes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_nodes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_per_node: Option<u32>,
     pub memory_per_node: NoValue,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tres_per_node: Option<String>,
@@ -166,6 +180,30 @@ pub struct Job {
     pub partition: String,
     #[serde(default)]
     pub priority: NoValue,
+    /// Nodes the job may not run on, as a comma list or host list; empty for none.
+    #[serde(default)]
+    pub excluded_nodes: String,
+    /// A batch job (with a script), as opposed to an allocation.
+    #[serde(default)]
+    pub batch_flag: bool,
+}
+
+/// A change to a job (`POST /job/{id}`). Unset fields are left as they are.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JobUpdate {
+    /// Replaces the excluded nodes; `Some(vec![])` clears them.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "cleared_when_empty")]
+    pub excluded_nodes: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_comment: Option<String>,
+}
+
+/// slurmrestd ignores an empty list; one empty name clears the field.
+fn cleared_when_empty<S: serde::Serializer>(value: &Option<Vec<String>>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value.as_deref() {
+        Some([]) => [""].serialize(serializer),
+        other => other.serialize(serializer),
+    }
 }
 
 impl Job {
@@ -248,5 +286,14 @@ mod tests {
         assert_eq!(json["memory_per_node"]["number"], 100);
         assert!(json.get("partition").is_none());
         assert!(json.get("excluded_nodes").is_none());
+    }
+
+    #[test]
+    fn an_update_clears_excluded_nodes_with_one_empty_name() {
+        let clear = JobUpdate { excluded_nodes: Some(vec![]), ..Default::default() };
+        assert_eq!(serde_json::to_value(&clear).unwrap(), serde_json::json!({"excluded_nodes": [""]}));
+        let set = JobUpdate { excluded_nodes: Some(vec!["a".into(), "b".into()]), ..Default::default() };
+        assert_eq!(serde_json::to_value(&set).unwrap(), serde_json::json!({"excluded_nodes": ["a", "b"]}));
+        assert_eq!(serde_json::to_value(JobUpdate::default()).unwrap(), serde_json::json!({}));
     }
 }

@@ -4,9 +4,9 @@
 
 use crate::sunk::policy::job_types::{NodeSelectorRequirement, Pod, Rejection, SelectorOperator};
 
-/// Node labels that name a node's GPU model.
-pub const GPU_MODEL_LABELS: [&str; 3] =
-    ["nvidia.com/gpu.product", "gpu.nvidia.com/model", "node.kubernetes.io/gpu-model"];
+/// Node labels that name a node's GPU model (`gpu.nvidia.com/class` is what NodeSets also read).
+pub const GPU_MODEL_LABELS: [&str; 4] =
+    ["nvidia.com/gpu.product", "gpu.nvidia.com/class", "gpu.nvidia.com/model", "node.kubernetes.io/gpu-model"];
 
 const AFFINITY_FIELD: &str = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
 

@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use sunk::scheduler::PodKey;
+use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 pub const SCHEDULER: &str = "sunk";
@@ -145,6 +145,17 @@ impl Cluster {
         Ok(self.hosts.len() - 1)
     }
 
+    /// Starts a host that runs only the NodeSet controller, for this test's namespace.
+    pub fn start_nodeset_host(&mut self) -> anyhow::Result<usize> {
+        let namespace = self.namespace.clone();
+        self.start_host(&[
+            ("SUNK_NODESET_CONTROLLER", "true"),
+            ("SUNK_SCHEDULER", "false"),
+            ("SUNK_NODESET_NAMESPACE", &namespace),
+            ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
+        ])
+    }
+
     /// The text of a host's /metrics (waits for the endpoint to come up).
     pub async fn metrics(&self, host: usize) -> anyhow::Result<String> {
         let url = format!("http://127.0.0.1:{}/metrics", self.http_ports[host]);
@@ -193,14 +204,15 @@ impl Cluster {
         Ok((response.status().as_u16(), response.text().await?))
     }
 
-    /// Every placeholder job (any state) of this test's pods, from one job listing.
-    pub async fn jobs_in_namespace(&self) -> anyhow::Result<Vec<(PodKey, Job)>> {
+    /// Every placeholder job (any state) of this test's pods, from one job listing (a gang's job once
+    /// per member).
+    pub async fn jobs_in_namespace(&self) -> anyhow::Result<Vec<(sunk::scheduler::PodKey, Job)>> {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
         };
         Ok(jobs
             .into_iter()
-            .filter_map(|job| PodKey::from_link(&job.admin_comment).map(|pod| (pod, job)))
+            .flat_map(|job| linked_pods(&job.admin_comment).into_iter().map(move |pod| (pod, job.clone())))
             .filter(|(pod, _)| pod.namespace == self.namespace)
             .collect())
     }
@@ -268,10 +280,7 @@ impl Cluster {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
         };
-        Ok(jobs
-            .into_iter()
-            .filter(|job| PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.uid == uid))
-            .collect())
+        Ok(jobs.into_iter().filter(|job| linked_pods(&job.admin_comment).iter().any(|pod| pod.uid == uid)).collect())
     }
 
     /// The pod, once `check` accepts it.
@@ -387,7 +396,7 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     }
     if let JobsPage::All { jobs, .. } = slurm.jobs(None).await? {
         for job in jobs {
-            if PodKey::from_link(&job.admin_comment).is_some_and(|pod| pod.namespace == namespace) {
+            if linked_pods(&job.admin_comment).iter().any(|pod| pod.namespace == namespace) {
                 slurm.cancel(job.job_id).await?;
             }
         }
@@ -417,6 +426,38 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
 
 /// The slurmd image of the local cluster (images/slurm, target slurmd).
 pub const SLURMD_IMAGE: &str = "localhost/sunk/slurmd:24.11";
+
+/// Creates a NodeSet `name` in the test's namespace selecting the Nodes labelled `pool_label`, its
+/// slurmd limited to 1 CPU and 1 GiB, with `extra` merged into its spec (an update strategy,
+/// tolerations, ...).
+pub async fn create_nodeset(
+    cluster: &Cluster,
+    name: &str,
+    pool_label: (&str, &str),
+    extra: serde_json::Value,
+) -> anyhow::Result<()> {
+    let mut spec = serde_json::json!({
+        "nodeSelector": {pool_label.0: pool_label.1},
+        "partitions": ["batch"],
+        "template": {"spec": {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "slurmd", "image": SLURMD_IMAGE, "securityContext": {"privileged": true},
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]
+        }}
+    });
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        spec[key] = value.clone();
+    }
+    let nodeset: sunk::nodeset::NodeSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "sunk.dev/v1alpha1", "kind": "NodeSet",
+        "metadata": {"name": name, "namespace": cluster.namespace},
+        "spec": spec
+    }))?;
+    Api::<sunk::nodeset::NodeSet>::namespaced(cluster.kube.clone(), &cluster.namespace)
+        .create(&PostParams::default(), &nodeset)
+        .await?;
+    Ok(())
+}
 
 /// Runs a Slurm command (`sbatch`, `scontrol`, ...) as root in the local cluster's Slurm root, as
 /// an HPC user on a login node would; returns its standard output.
@@ -460,6 +501,8 @@ fn signal(pid: i32, signal: &str) -> anyhow::Result<()> {
 /// (whether the test passed or not), so the next test finds the Nodes as they were.
 pub struct NodeGuard {
     nodes: Vec<String>,
+    /// Other label keys the test set, removed too.
+    labels: std::sync::Mutex<Vec<String>>,
 }
 
 const E2E_LABEL: &str = "sunk.dev/e2e-pool";
@@ -467,10 +510,15 @@ const E2E_TAINT: &str = "sunk.dev/e2e";
 
 impl NodeGuard {
     pub fn new(nodes: &[&str]) -> Self {
-        Self { nodes: nodes.iter().map(|node| node.to_string()).collect() }
+        Self { nodes: nodes.iter().map(|node| node.to_string()).collect(), labels: Default::default() }
     }
 
     pub fn label(&self, node: &str, (key, value): (&str, &str)) -> anyhow::Result<()> {
+        let mut labels = self.labels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !labels.iter().any(|known| known == key) {
+            labels.push(key.to_string());
+        }
+        drop(labels);
         self.kubectl(&["label", "node", node, "--overwrite", &format!("{key}={value}")])
     }
 
@@ -496,8 +544,12 @@ impl NodeGuard {
 
 impl Drop for NodeGuard {
     fn drop(&mut self) {
+        let labels = self.labels.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         for node in &self.nodes {
             let _ = kubectl(&["label", "node", node, &format!("{E2E_LABEL}-")]).output();
+            for key in labels.iter().filter(|key| key.as_str() != E2E_LABEL) {
+                let _ = kubectl(&["label", "node", node, &format!("{key}-")]).output();
+            }
             let _ = kubectl(&["taint", "node", node, &format!("{E2E_TAINT}-")]).output();
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use sunk::nodeset::NodeSet;
-use sunk_e2e::{Cluster, NodeGuard, SLURMD_IMAGE, in_slurm_root, slurm_node, slurmrestd_frozen, wait_for};
+use sunk_e2e::{Cluster, NodeGuard, in_slurm_root, slurm_node, slurmrestd_frozen, wait_for};
 
 const REGISTER: Duration = Duration::from_secs(90);
 /// The label that puts a Node into one test's pool.
@@ -18,19 +18,8 @@ const POOL: &str = "sunk.dev/e2e-pool";
 async fn nodeset_cluster(test: &str) -> anyhow::Result<Cluster> {
     let mut cluster = Cluster::connect(test).await?;
     cluster.create_slurm_key_secret("slurm-key").await?;
-    start_nodeset_host(&mut cluster)?;
+    cluster.start_nodeset_host()?;
     Ok(cluster)
-}
-
-/// A host that runs only the NodeSet controller, for this test's namespace.
-fn start_nodeset_host(cluster: &mut Cluster) -> anyhow::Result<usize> {
-    let namespace = cluster.namespace.clone();
-    cluster.start_host(&[
-        ("SUNK_NODESET_CONTROLLER", "true"),
-        ("SUNK_SCHEDULER", "false"),
-        ("SUNK_NODESET_NAMESPACE", &namespace),
-        ("SUNK_SLURMCTLD_ADDRESS", "slurmctld.slurm.svc.cluster.local:6817"),
-    ])
 }
 
 /// A NodeSet named `name` selecting the Nodes labelled with this test's pool.
@@ -45,27 +34,7 @@ async fn create_nodeset_with(
     pool_label: (&str, &str),
     extra: serde_json::Value,
 ) -> anyhow::Result<()> {
-    let mut spec = serde_json::json!({
-        "nodeSelector": {pool_label.0: pool_label.1},
-        "partitions": ["batch"],
-        "template": {"spec": {
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{"name": "slurmd", "image": SLURMD_IMAGE, "securityContext": {"privileged": true},
-                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]
-        }}
-    });
-    for (key, value) in extra.as_object().into_iter().flatten() {
-        spec[key] = value.clone();
-    }
-    let nodeset: NodeSet = serde_json::from_value(serde_json::json!({
-        "apiVersion": "sunk.dev/v1alpha1", "kind": "NodeSet",
-        "metadata": {"name": name, "namespace": cluster.namespace},
-        "spec": spec
-    }))?;
-    Api::<NodeSet>::namespaced(cluster.kube.clone(), &cluster.namespace)
-        .create(&PostParams::default(), &nodeset)
-        .await?;
-    Ok(())
+    sunk_e2e::create_nodeset(cluster, name, pool_label, extra).await
 }
 
 /// Changes the slurmd container's CPU limit: a new revision, so every pod is to be replaced.
@@ -270,7 +239,7 @@ async fn a_rolling_update_replaces_idle_nodes_waits_for_a_busy_one_and_survives_
 
     // The host dies in the middle of the update; its successor must not finish it by force.
     cluster.kill_host(0)?;
-    let successor = start_nodeset_host(&mut cluster)?;
+    let successor = cluster.start_nodeset_host()?;
     wait_for("the new host to finish a pass over the NodeSet", REGISTER, || async {
         let metrics = cluster.metrics(successor).await.ok()?;
         metrics

@@ -49,7 +49,7 @@ async fn deleting_a_pod_cancels_its_job() -> anyhow::Result<()> {
     let pending = cluster.create_pod(pinned).await?;
     cluster
         .wait_pod("pending", "the pinned pod's job to be pending", BIND, |pod| {
-            scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "SlurmJobPending")
+            scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "Unschedulable")
         })
         .await?;
 
@@ -134,7 +134,7 @@ async fn a_pod_waits_for_a_full_cluster_with_the_slurm_reason_then_binds() -> an
     let waiting = cluster
         .wait_pod("waiter", "the pod to report Slurm's pending reason", BIND, |pod| {
             scheduled_condition(pod)
-                .is_some_and(|(_, reason, message)| reason == "SlurmJobPending" && message.contains("Resources"))
+                .is_some_and(|(_, reason, message)| reason == "Unschedulable" && message.contains("Resources"))
         })
         .await?;
     assert!(node_name(&waiting).is_none());

@@ -1,0 +1,69 @@
+//! A running placeholder: bind its pod where Slurm put it, unless the pod may not run there (a taint
+//! or label that appeared after the job was submitted), in which case the job is replaced.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::controller::Action;
+
+use super::job_cache::Placeholder;
+use super::placeholder;
+use super::reconcile::RETRY;
+use super::{Context, Error, conditions, submit};
+use crate::slurm::{JobUpdate, expand_hostlist};
+
+/// Why the pod may not run on the nodes its job holds, if it may not.
+pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    let nodes = expand_hostlist(&placeholder.job.nodes).unwrap_or_else(|_| vec![placeholder.job.nodes.clone()]);
+    nodes.iter().find_map(|node| ctx.placement.refusal(spec, node).map(|why| format!("{node}: {why}")))
+}
+
+/// Cancels a job Slurm placed where the pod may not run; the pod stays Pending and gets a new job
+/// that excludes the node. The job is marked first, so that a restart between the two steps still
+/// knows the cancelled job was replaced rather than ended.
+///
+/// slurmctld refuses to update a job whose excluded nodes name a node deleted since: such a job
+/// cannot be marked, so it is cancelled and its successor submitted in the same pass (a host dying
+/// between the two would see a cancelled job and delete the pod, for its owner to recreate).
+pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Action, Error> {
+    let job_id = placeholder.job.job_id;
+    let marked_comment = placeholder::replaced(&placeholder.job.admin_comment);
+    let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
+    let marked = match ctx.slurm.update_job(job_id, &mark).await {
+        Ok(()) => true,
+        Err(error) if submit::names_a_vanished_node(&error) => false,
+        Err(error) => return Err(error.into()),
+    };
+    ctx.slurm.cancel(job_id).await?;
+    ctx.jobs.record_cancelled(job_id, marked.then_some(marked_comment.as_str()));
+    let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
+    tracing::info!(pod = %placeholder.pod.name, "{note}");
+    ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
+    if marked || super::gang::is_gang(&placeholder.job) {
+        return Ok(Action::requeue(RETRY));
+    }
+    submit::submit(pod, placeholder.pod.clone(), ctx).await
+}
+
+pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+    let slurm_node = placeholder.job.nodes.as_str();
+    let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
+        let message = format!(
+            "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
+            placeholder.job.job_id
+        );
+        conditions::waiting(ctx, pod, conditions::SLURM_NODE_UNKNOWN, &message).await?;
+        return Ok(Action::requeue(RETRY));
+    };
+    ctx.writer.bind(pod, &node).await?;
+    if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
+        let waited = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
+        ctx.metrics.bound(waited.as_secs_f64());
+    }
+    let note = format!(
+        "Successfully assigned {}/{} to {node} (Slurm job {} on {slurm_node})",
+        placeholder.pod.namespace, placeholder.pod.name, placeholder.job.job_id
+    );
+    tracing::info!("{note}");
+    ctx.writer.event(pod, false, "Scheduled", "Bind", note).await;
+    Ok(Action::await_change())
+}

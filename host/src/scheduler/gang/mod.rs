@@ -1,0 +1,248 @@
+//! Gang scheduling: the pods of one group become ONE multi-node Slurm job, one node per pod, and are
+//! bound only when that job runs (Slurm allocates all its nodes at once, so never a partial group).
+//!
+//! The job is submitted once the group has all its members, by whichever member's pass gets there
+//! first (passes of one group are serialised, and the job is recorded for every member before the
+//! next looks). Its `admin_comment` names every member ([`link::GangLink`]), so after a restart each
+//! member finds the job and its node again. A member deleted tears the gang down: its job is
+//! cancelled; members already bound are deleted with it (the job they ran in is gone), members still
+//! pending stay Pending for a new job once the group is complete again.
+
+mod assign;
+mod group;
+mod link;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+pub use group::{Group, group_of};
+pub use link::GangLink;
+
+use super::job_cache::Placeholder;
+use super::placeholder::{self, PodKey};
+use super::placement::Verdict;
+use super::reconcile::{RECHECK, RETRY};
+use super::{Context, Error, conditions, exclusions, submit};
+use crate::slurm::{SlurmError, expand_hostlist};
+
+/// The group's pods must all exist before a job is asked for.
+pub const GROUP_INCOMPLETE: &str = "PodGroupIncomplete";
+/// The group's size cannot be read (bad input: its owner must fix it).
+pub const GROUP_INVALID: &str = "PodGroupInvalid";
+/// More pods carry the group label than the group's size: the extra ones wait.
+pub const GROUP_FULL: &str = "PodGroupFull";
+
+/// A group, by namespace and name.
+type GroupKey = (String, String);
+
+/// One lock per group, so that two members' passes never both submit.
+#[derive(Default)]
+pub struct GroupLocks(Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<()>>>>);
+
+impl GroupLocks {
+    fn of(&self, namespace: &str, group: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        locks.entry((namespace.to_owned(), group.to_owned())).or_default().clone()
+    }
+}
+
+/// Submits the group's job when the group is complete and has none.
+pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, Error> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let size = match group::size(&ctx.client, pod, group).await {
+        Ok(size) => size as usize,
+        Err(message) => {
+            conditions::waiting(ctx, pod, GROUP_INVALID, &message).await?;
+            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let lock = ctx.gang_locks.of(&namespace, &group.name);
+    let _serialised = lock.lock().await;
+    let members = waiting_members(ctx, &namespace, group);
+    if members.len() < size {
+        let message =
+            format!("pod group {} has {} of its {size} pods; waiting for the rest", group.name, members.len());
+        conditions::waiting(ctx, pod, GROUP_INCOMPLETE, &message).await?;
+        return Ok(Action::requeue(RECHECK));
+    }
+    let chosen: Vec<Arc<Pod>> = members.into_iter().take(size).collect();
+    if !chosen.iter().any(|member| member.uid() == pod.uid()) {
+        let message = format!("pod group {} already has its {size} pods; this one waits for a place", group.name);
+        conditions::waiting(ctx, pod, GROUP_FULL, &message).await?;
+        return Ok(Action::requeue(RECHECK));
+    }
+    let keys: Vec<PodKey> = chosen.iter().map(|member| key_of(member)).collect();
+    // Another member's pass may have submitted while this one waited for the lock.
+    if keys.iter().any(|key| ctx.jobs.for_pod(&key.uid).iter().any(|p| p.job.state() != crate::slurm::JobState::Ended))
+    {
+        return Ok(Action::requeue(RETRY));
+    }
+    let leader = &chosen[0];
+    let request = match submit::map(leader, ctx).await? {
+        Ok(request) => request,
+        Err(action) => return Ok(action),
+    };
+    let verdict = match gang_verdict(&chosen, ctx) {
+        Some(verdict) => verdict,
+        None => return Ok(Action::requeue(RETRY)),
+    };
+    // Slurm fails a job asking for more nodes than it may use: wait, unsubmitted, for nodes (an
+    // autoscaler adding Nodes, a NodeSet turning them into Slurm nodes, brings the group back).
+    if verdict.eligible.len() < size {
+        let mut message = format!(
+            "pod group {} needs {size} Slurm nodes, one per pod, and {} of the cluster's {} may take its pods",
+            group.name,
+            verdict.eligible.len(),
+            verdict.eligible.len() + verdict.excluded.len()
+        );
+        if !verdict.excluded.is_empty() {
+            message = format!("{message}: {}", verdict.why_excluded());
+        }
+        conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
+        return Ok(Action::requeue(RECHECK));
+    }
+    let link = GangLink::new(&namespace, &group.name, keys.clone());
+    let mut description = placeholder::job_description(&keys[0], {
+        let mut request = request;
+        request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
+        request
+    });
+    description.name = format!("{namespace}/{}", group.name);
+    description.admin_comment = Some(link.render());
+    let nodes = u32::try_from(size).unwrap_or(u32::MAX);
+    description.minimum_nodes = Some(nodes);
+    description.maximum_nodes = Some(nodes);
+    description.tasks = Some(nodes);
+    description.tasks_per_node = Some(1);
+    let job_id = match ctx.slurm.submit(&description).await {
+        Ok(job_id) => job_id,
+        Err(error @ (SlurmError::Api { .. } | SlurmError::NotSubmitted(_))) => {
+            for key in &keys {
+                ctx.jobs.record_refusal(&key.uid);
+            }
+            let message = format!("Slurm refused pod group {}'s job: {error}", group.name);
+            conditions::waiting(ctx, pod, conditions::SLURM_REJECTED, &message).await?;
+            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
+            return Ok(Action::requeue(RECHECK));
+        }
+        Err(error) => {
+            if matches!(error, SlurmError::Http(_)) {
+                keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid));
+            }
+            return Err(error.into());
+        }
+    };
+    for key in &keys {
+        ctx.jobs.record_submitted(key.clone(), job_id, &description);
+    }
+    let note = format!("submitted pod group {} ({size} pods) as Slurm job {job_id}, one node per pod", group.name);
+    tracing::info!(job = job_id, group = %group.name, "{note}");
+    for member in &chosen {
+        ctx.writer.event(member, false, "SlurmJobSubmitted", "Schedule", note.clone()).await;
+    }
+    Ok(Action::requeue(RECHECK))
+}
+
+/// Binds this member to its own node of the running gang job.
+pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+    let Some(link) = GangLink::parse(&placeholder.job.admin_comment) else {
+        return super::bind::bind(pod, placeholder, ctx).await;
+    };
+    let nodes = expand_hostlist(&placeholder.job.nodes).unwrap_or_default();
+    let slurm_node_on: HashMap<String, String> =
+        ctx.slurmd.kube_nodes().into_iter().map(|(slurm, kube)| (kube, slurm)).collect();
+    let bound: HashMap<String, String> = link
+        .members
+        .iter()
+        .filter_map(|member| {
+            let pod =
+                ctx.pods.get(&kube::runtime::reflector::ObjectRef::new(&member.name).within(&member.namespace))?;
+            let node = pod.spec.as_ref()?.node_name.as_ref()?;
+            Some((member.uid.clone(), slurm_node_on.get(node)?.clone()))
+        })
+        .collect();
+    let uids: Vec<String> = link.members.iter().map(|member| member.uid.clone()).collect();
+    let placed = assign::assign(&uids, &nodes, &bound);
+    let Some(slurm_node) = placed.get(&pod.uid().unwrap_or_default()) else {
+        let message = format!(
+            "Slurm job {} holds {} nodes for the {} pods of group {}",
+            placeholder.job.job_id,
+            nodes.len(),
+            uids.len(),
+            link.group
+        );
+        conditions::waiting(ctx, pod, conditions::SLURM_NODE_UNKNOWN, &message).await?;
+        return Ok(Action::requeue(RETRY));
+    };
+    let on_one_node = Placeholder {
+        pod: placeholder.pod.clone(),
+        job: crate::slurm::Job { nodes: slurm_node.clone(), ..placeholder.job.clone() },
+    };
+    super::bind::bind(pod, &on_one_node, ctx).await
+}
+
+/// Before a member's gang job is cancelled because the member leaves: a job that does not run yet is
+/// marked replaced, so the other members stay Pending for a new job (bound members, whose job ran, go
+/// with it). A failed mark only costs those members: they are deleted as for a running gang.
+pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder: &Placeholder) {
+    if !is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
+        return;
+    }
+    let mark = crate::slurm::JobUpdate {
+        admin_comment: Some(placeholder::replaced(&placeholder.job.admin_comment)),
+        ..Default::default()
+    };
+    if let Err(error) = slurm.update_job(placeholder.job.job_id, &mark).await {
+        tracing::warn!(job = placeholder.job.job_id, %error, "could not mark the gang's job as replaced");
+    }
+}
+
+/// Whether a job is a gang's.
+pub fn is_gang(job: &crate::slurm::Job) -> bool {
+    GangLink::parse(&job.admin_comment).is_some()
+}
+
+/// The group's unbound pods that are not leaving, oldest first (then by name).
+fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod>> {
+    let mut members: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|pod| pod.namespace().as_deref() == Some(namespace))
+        .filter(|pod| group_of(pod).as_ref() == Some(group))
+        .filter(|pod| super::reconcile::leaving(pod).is_none())
+        .filter(|pod| pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()))
+        .collect();
+    members.sort_by(|a, b| {
+        (a.creation_timestamp().map(|t| t.0), a.name_any()).cmp(&(b.creation_timestamp().map(|t| t.0), b.name_any()))
+    });
+    members
+}
+
+/// The nodes every member may use: exclusions of all members joined.
+fn gang_verdict(members: &[Arc<Pod>], ctx: &Context) -> Option<Verdict> {
+    let mut verdict: Option<Verdict> = None;
+    for member in members {
+        let spec = member.spec.as_ref()?;
+        let next = ctx.placement.verdict(spec).ok()?;
+        verdict = Some(match verdict {
+            None => next,
+            Some(mut joined) => {
+                let excluded: HashSet<String> = next.excluded.keys().cloned().collect();
+                joined.eligible.retain(|node| !excluded.contains(node));
+                joined.excluded.extend(next.excluded);
+                joined
+            }
+        });
+    }
+    verdict
+}
+
+fn key_of(pod: &Pod) -> PodKey {
+    PodKey { namespace: pod.namespace().unwrap_or_default(), name: pod.name_any(), uid: pod.uid().unwrap_or_default() }
+}

@@ -1,0 +1,123 @@
+//! Scheduler metrics in the family kube-scheduler operators know: attempts by result, the time from
+//! a pod's creation to its binding, and the pods waiting.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::conditions;
+
+/// How one scheduling attempt (one pass over an unbound pod) ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are Prometheus-style snake case
+pub enum AttemptResult {
+    /// The pod was bound.
+    scheduled,
+    /// The pod waits for capacity in Slurm, or no node fits its placement rules.
+    unschedulable,
+    /// The pod's input was refused (by the job-mapper policy or by Slurm): it waits for its owner.
+    rejected,
+    /// Something failed on the way (Slurm unreachable, a policy or API error): it is retried.
+    error,
+}
+
+impl AttemptResult {
+    /// The result a PodScheduled=False reason stands for.
+    pub fn of_reason(reason: &str) -> Self {
+        match reason {
+            conditions::UNSCHEDULABLE | conditions::SLURM_JOB_PENDING => Self::unschedulable,
+            conditions::POLICY_REJECTED | conditions::SLURM_REJECTED | conditions::SLURM_JOB_FAILED => Self::rejected,
+            _ => Self::error,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AttemptLabels {
+    result: AttemptResult,
+}
+
+/// The scheduler's series; clones share them.
+#[derive(Clone)]
+pub struct SchedulerMetrics {
+    attempts: Family<AttemptLabels, Counter>,
+    latency: Histogram,
+    pending: Gauge,
+}
+
+impl Default for SchedulerMetrics {
+    fn default() -> Self {
+        Self {
+            attempts: Family::default(),
+            // 10 ms .. ~82 s: a fast bind, a Slurm scheduling pass, a queue wait.
+            latency: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+            pending: Gauge::default(),
+        }
+    }
+}
+
+impl SchedulerMetrics {
+    /// Adds the series to `registry` (under the `sunk_scheduler` prefix).
+    pub fn register(&self, registry: &mut Registry) {
+        let registry = registry.sub_registry_with_prefix("sunk_scheduler");
+        registry.register("schedule_attempts", "Scheduling attempts by result", self.attempts.clone());
+        registry.register(
+            "pod_scheduling_duration_seconds",
+            "Time from a pod's creation to its binding",
+            self.latency.clone(),
+        );
+        registry.register("pending_pods", "Pods of this scheduler not yet bound", self.pending.clone());
+    }
+
+    pub fn attempt(&self, result: AttemptResult) {
+        self.attempts.get_or_create(&AttemptLabels { result }).inc();
+    }
+
+    /// A pod was bound `seconds` after it was created.
+    pub fn bound(&self, seconds: f64) {
+        self.attempt(AttemptResult::scheduled);
+        self.latency.observe(seconds.max(0.0));
+    }
+
+    pub fn set_pending(&self, pods: usize) {
+        self.pending.set(i64::try_from(pods).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(metrics: &SchedulerMetrics) -> String {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn counts_attempts_latency_and_pending_pods() {
+        let metrics = SchedulerMetrics::default();
+        metrics.attempt(AttemptResult::of_reason(conditions::UNSCHEDULABLE));
+        metrics.attempt(AttemptResult::of_reason(conditions::POLICY_REJECTED));
+        metrics.attempt(AttemptResult::of_reason(conditions::SLURM_UNREACHABLE));
+        metrics.bound(0.03);
+        metrics.set_pending(4);
+        let text = scrape(&metrics);
+        for line in [
+            "sunk_scheduler_schedule_attempts_total{result=\"unschedulable\"} 1",
+            "sunk_scheduler_schedule_attempts_total{result=\"rejected\"} 1",
+            "sunk_scheduler_schedule_attempts_total{result=\"error\"} 1",
+            "sunk_scheduler_schedule_attempts_total{result=\"scheduled\"} 1",
+            "sunk_scheduler_pod_scheduling_duration_seconds_count 1",
+            "sunk_scheduler_pod_scheduling_duration_seconds_bucket{le=\"0.04\"} 1",
+            "sunk_scheduler_pending_pods 4",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+}

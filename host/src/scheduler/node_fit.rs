@@ -1,0 +1,205 @@
+//! Whether a pod may run on a Kubernetes Node by the rules kube-scheduler applies: the Node's
+//! NoSchedule / NoExecute taints must be tolerated, its labels must satisfy the pod's nodeSelector and
+//! required node affinity. (PreferNoSchedule and preferred affinity only rank Nodes; they never
+//! exclude one.)
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration};
+use kube::ResourceExt;
+
+/// Why a pod may not run on a Node, in the words kube-scheduler uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Misfit {
+    /// A taint the pod does not tolerate.
+    Taint(String),
+    /// A `spec.nodeSelector` entry the Node's labels do not have.
+    NodeSelector(String),
+    /// No term of the required node affinity matches the Node.
+    Affinity,
+}
+
+impl fmt::Display for Misfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Misfit::Taint(taint) => write!(f, "untolerated taint {{{taint}}}"),
+            Misfit::NodeSelector(pair) => write!(f, "does not match nodeSelector {pair}"),
+            Misfit::Affinity => write!(f, "does not match the pod's required node affinity"),
+        }
+    }
+}
+
+/// The first reason the pod cannot run on `node`, or `None` when it may.
+pub fn misfit(spec: &PodSpec, node: &Node) -> Option<Misfit> {
+    let taints = node.spec.as_ref().and_then(|spec| spec.taints.as_deref()).unwrap_or_default();
+    let tolerations = spec.tolerations.as_deref().unwrap_or_default();
+    if let Some(taint) = taints.iter().find(|taint| excludes(taint) && !tolerations.iter().any(|t| tolerates(t, taint)))
+    {
+        return Some(Misfit::Taint(describe_taint(taint)));
+    }
+    let labels = node.labels();
+    if let Some((key, value)) =
+        spec.node_selector.iter().flatten().find(|(key, value)| labels.get(*key) != Some(*value))
+    {
+        return Some(Misfit::NodeSelector(format!("{key}={value}")));
+    }
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node| node.required_during_scheduling_ignored_during_execution.as_ref());
+    // Kubernetes: the terms are ORed, and an empty list of terms matches nothing.
+    if let Some(selector) = required
+        && !selector.node_selector_terms.iter().any(|term| term_matches(term, labels, &node.name_any()))
+    {
+        return Some(Misfit::Affinity);
+    }
+    None
+}
+
+/// Only these effects keep a pod off a Node.
+fn excludes(taint: &Taint) -> bool {
+    matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+}
+
+/// Kubernetes' toleration rule: same effect (or any), same key (or any, with `Exists`), and for
+/// `Equal` (the default operator) the same value.
+fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = toleration.key.as_deref().unwrap_or_default();
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    match toleration.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => true,
+        // An empty key means "every key" only with Exists.
+        "Equal" => {
+            !key.is_empty()
+                && toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default()
+        }
+        _ => false,
+    }
+}
+
+fn describe_taint(taint: &Taint) -> String {
+    match taint.value.as_deref() {
+        Some(value) if !value.is_empty() => format!("{}={}:{}", taint.key, value, taint.effect),
+        _ => format!("{}:{}", taint.key, taint.effect),
+    }
+}
+
+/// A term matches when all its requirements do; a term with no requirements matches nothing.
+fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<String, String>, name: &str) -> bool {
+    let expressions = term.match_expressions.as_deref().unwrap_or_default();
+    let fields = term.match_fields.as_deref().unwrap_or_default();
+    if expressions.is_empty() && fields.is_empty() {
+        return false;
+    }
+    expressions.iter().all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
+        && fields.iter().all(|r| r.key == "metadata.name" && requirement_matches(r, Some(name)))
+}
+
+fn requirement_matches(requirement: &NodeSelectorRequirement, value: Option<&str>) -> bool {
+    let values = requirement.values.as_deref().unwrap_or_default();
+    let number = |text: &str| text.parse::<i64>().ok();
+    let compare = |ordering: std::cmp::Ordering| match (value.and_then(number), values.first().and_then(|v| number(v)))
+    {
+        (Some(have), Some(bound)) => have.cmp(&bound) == ordering,
+        _ => false,
+    };
+    match requirement.operator.as_str() {
+        "In" => value.is_some_and(|value| values.iter().any(|v| v == value)),
+        "NotIn" => value.is_none_or(|value| !values.iter().any(|v| v == value)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        "Gt" => compare(std::cmp::Ordering::Greater),
+        "Lt" => compare(std::cmp::Ordering::Less),
+        // An operator Kubernetes does not know matches nothing (the API server refuses such pods).
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(json: serde_json::Value) -> Node {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn spec(json: serde_json::Value) -> PodSpec {
+        let mut json = json;
+        json["containers"] = serde_json::json!([{"name": "a"}]);
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn tainted(effect: &str) -> Node {
+        node(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "spec": {"taints": [{"key": "gpu", "value": "h100", "effect": effect}]}
+        }))
+    }
+
+    #[test]
+    fn a_no_schedule_or_no_execute_taint_needs_a_toleration() {
+        for effect in ["NoSchedule", "NoExecute"] {
+            let found = misfit(&spec(serde_json::json!({})), &tainted(effect));
+            assert_eq!(found, Some(Misfit::Taint(format!("gpu=h100:{effect}"))));
+        }
+        assert_eq!(misfit(&spec(serde_json::json!({})), &tainted("PreferNoSchedule")), None);
+    }
+
+    #[test]
+    fn tolerations_match_as_in_kubernetes() {
+        let node = tainted("NoSchedule");
+        let fits = |tolerations: serde_json::Value| {
+            misfit(&spec(serde_json::json!({"tolerations": tolerations})), &node).is_none()
+        };
+        assert!(fits(serde_json::json!([{"key": "gpu", "value": "h100", "effect": "NoSchedule"}])));
+        assert!(fits(serde_json::json!([{"key": "gpu", "operator": "Exists"}])));
+        assert!(fits(serde_json::json!([{"operator": "Exists"}])));
+        assert!(!fits(serde_json::json!([{"key": "gpu", "value": "a100"}])));
+        assert!(!fits(serde_json::json!([{"key": "gpu", "operator": "Exists", "effect": "NoExecute"}])));
+        assert!(!fits(serde_json::json!([{"value": "h100"}])));
+    }
+
+    #[test]
+    fn node_selector_needs_every_label() {
+        let node = node(
+            serde_json::json!({"metadata": {"name": "n1", "labels": {"zone": "a", "gpu.nvidia.com/class": "H100"}}}),
+        );
+        let with = |selector: serde_json::Value| misfit(&spec(serde_json::json!({"nodeSelector": selector})), &node);
+        assert_eq!(with(serde_json::json!({"gpu.nvidia.com/class": "H100", "zone": "a"})), None);
+        assert_eq!(with(serde_json::json!({"zone": "b"})), Some(Misfit::NodeSelector("zone=b".into())));
+    }
+
+    #[test]
+    fn required_affinity_terms_are_ored_and_requirements_anded() {
+        let node = node(serde_json::json!({"metadata": {"name": "n1", "labels": {"zone": "a", "cpus": "64"}}}));
+        let with = |terms: serde_json::Value| {
+            let affinity = serde_json::json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}});
+            misfit(&spec(serde_json::json!({"affinity": affinity})), &node).is_none()
+        };
+        let req = |key: &str, operator: &str, values: &[&str]| serde_json::json!({"key": key, "operator": operator, "values": values});
+        assert!(with(serde_json::json!([{"matchExpressions": [req("zone", "In", &["a", "b"])]}])));
+        assert!(!with(
+            serde_json::json!([{"matchExpressions": [req("zone", "In", &["a"]), req("cpus", "Lt", &["8"])]}])
+        ));
+        assert!(with(serde_json::json!([
+            {"matchExpressions": [req("zone", "In", &["b"])]},
+            {"matchExpressions": [req("cpus", "Gt", &["8"])]}
+        ])));
+        assert!(with(
+            serde_json::json!([{"matchExpressions": [req("zone", "NotIn", &["b"]), req("rack", "DoesNotExist", &[])]}])
+        ));
+        assert!(!with(serde_json::json!([{"matchExpressions": [req("rack", "Exists", &[])]}])));
+        assert!(with(serde_json::json!([{"matchFields": [req("metadata.name", "In", &["n1"])]}])));
+        assert!(!with(serde_json::json!([{"matchFields": [req("metadata.name", "NotIn", &["n1"])]}])));
+        assert!(!with(serde_json::json!([{}])), "an empty term matches nothing");
+        assert!(!with(serde_json::json!([])), "no terms match nothing");
+    }
+}

@@ -1,0 +1,210 @@
+//! Kubernetes placement rules in Slurm's terms: the Slurm nodes a pod's placeholder must not run on.
+//!
+//! A Slurm node is excluded when the Kubernetes Node hosting its slurmd has a taint the pod does not
+//! tolerate or labels its nodeSelector / required node affinity refuse, and also when no slurmd pod
+//! hosts it at all (the pod could not be bound there). Only names Slurm lists right now are ever
+//! given to Slurm: it refuses a submission that names an unknown node, and a deleted node left in a
+//! job's list is what cost slurm-bridge its jobs (#43). The result is re-derived on every pass.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
+
+use futures::Stream;
+use k8s_openapi::api::core::v1::{Node, PodSpec};
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::node_fit::misfit;
+use super::slurmd_pods::SlurmdPods;
+use crate::slurm::{NodeCache, NodeSnapshot, Unreadable};
+
+/// What the pod may and may not use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Slurm nodes the placeholder must not run on, with why, by name.
+    pub excluded: BTreeMap<String, String>,
+    /// Slurm nodes it may run on.
+    pub eligible: BTreeSet<String>,
+}
+
+impl Verdict {
+    /// The excluded names, for the job.
+    pub fn excluded_names(&self) -> BTreeSet<String> {
+        self.excluded.keys().cloned().collect()
+    }
+
+    /// Why nothing fits, in the manner of kube-scheduler's "0/3 nodes are available: ...".
+    pub fn nothing_fits(&self) -> String {
+        format!("0/{} Slurm nodes fit the pod's placement rules: {}", self.excluded.len(), self.why_excluded())
+    }
+
+    /// Each excluded node's reason (the first few).
+    pub fn why_excluded(&self) -> String {
+        const SHOWN: usize = 5;
+        let mut reasons: Vec<String> =
+            self.excluded.iter().take(SHOWN).map(|(node, why)| format!("{node}: {why}")).collect();
+        if self.excluded.len() > SHOWN {
+            reasons.push(format!("and {} more", self.excluded.len() - SHOWN));
+        }
+        reasons.join("; ")
+    }
+}
+
+/// The cached views a verdict is drawn from.
+#[derive(Clone)]
+pub struct Placement {
+    pub nodes: Store<Node>,
+    pub slurmd: SlurmdPods,
+    pub slurm_nodes: NodeCache,
+}
+
+impl Placement {
+    /// The verdict for a pod, or `Unreadable` when Slurm's node list is not known to be current.
+    pub fn verdict(&self, spec: &PodSpec) -> Result<Verdict, Unreadable> {
+        let snapshot = self.slurm_nodes.snapshot()?;
+        let hosts = self.slurmd.kube_nodes();
+        Ok(judge(spec, &snapshot, &hosts, |name| self.nodes.get(&ObjectRef::new(name))))
+    }
+
+    /// Why the pod may not run on `slurm_node`, if it may not (this needs no Slurm listing: a job that
+    /// already holds the node names it).
+    /// A node whose slurmd pod or Kubernetes Node is not known is not refused here: binding waits for it.
+    pub fn refusal(&self, spec: &PodSpec, slurm_node: &str) -> Option<String> {
+        let kube_node = self.slurmd.kube_node_of(slurm_node)?;
+        let node = self.nodes.get(&ObjectRef::new(&kube_node))?;
+        misfit(spec, &node).map(|misfit| format!("Kubernetes Node {kube_node}: {misfit}"))
+    }
+
+    /// A fingerprint of everything a verdict depends on: Nodes' labels and taints, where slurmd pods
+    /// run, which Slurm nodes exist. It changes when a pending pod may need its job updated.
+    pub fn fingerprint(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        let mut nodes: Vec<_> = self
+            .nodes
+            .state()
+            .iter()
+            .map(|node| {
+                let taints = node.spec.as_ref().and_then(|spec| spec.taints.clone()).unwrap_or_default();
+                let taints: Vec<_> = taints.into_iter().map(|t| (t.key, t.value, t.effect)).collect();
+                (node.name_any(), node.labels().clone(), taints)
+            })
+            .collect();
+        nodes.sort();
+        nodes.hash(&mut hasher);
+        let hosts: BTreeMap<_, _> = self.slurmd.kube_nodes().into_iter().collect();
+        hosts.hash(&mut hasher);
+        if let Ok(snapshot) = self.slurm_nodes.snapshot() {
+            let names: BTreeSet<_> = snapshot.nodes().map(|node| node.name.clone()).collect();
+            names.hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    /// Yields whenever the fingerprint changes (checked every `interval`).
+    pub fn changes(self, interval: Duration) -> impl Stream<Item = ()> + Send {
+        futures::stream::unfold((self, None::<u64>), move |(placement, last)| async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                let now = placement.fingerprint();
+                if last != Some(now) {
+                    return Some(((), (placement, Some(now))));
+                }
+            }
+        })
+    }
+}
+
+/// The verdict for one pod from one Slurm listing, the slurmd hosts and a Node lookup.
+fn judge(
+    spec: &PodSpec,
+    snapshot: &NodeSnapshot,
+    hosts: &HashMap<String, String>,
+    node: impl Fn(&str) -> Option<std::sync::Arc<Node>>,
+) -> Verdict {
+    let mut verdict = Verdict::default();
+    for slurm_node in snapshot.nodes().map(|node| node.name.clone()) {
+        match why_not(spec, &slurm_node, hosts, &node) {
+            Some(why) => {
+                verdict.excluded.insert(slurm_node, why);
+            }
+            None => {
+                verdict.eligible.insert(slurm_node);
+            }
+        }
+    }
+    verdict
+}
+
+/// Why the pod may not run on one Slurm node, if it may not.
+fn why_not(
+    spec: &PodSpec,
+    slurm_node: &str,
+    hosts: &HashMap<String, String>,
+    node: impl Fn(&str) -> Option<std::sync::Arc<Node>>,
+) -> Option<String> {
+    let Some(kube_node) = hosts.get(slurm_node) else {
+        return Some("no running slurmd pod hosts it on a Kubernetes Node".to_string());
+    };
+    match node(kube_node) {
+        None => Some(format!("its Kubernetes Node {kube_node} is not known")),
+        Some(node) => misfit(spec, &node).map(|misfit| format!("Kubernetes Node {kube_node}: {misfit}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use super::*;
+
+    fn slurm_node(name: &str) -> crate::slurm::Node {
+        serde_json::from_value(serde_json::json!({"name": name})).unwrap()
+    }
+
+    fn kube_node(name: &str, taint: Option<&str>) -> Arc<Node> {
+        let taints: Vec<_> =
+            taint.map(|key| serde_json::json!({"key": key, "effect": "NoSchedule"})).into_iter().collect();
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "spec": {"taints": taints}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn judged(spec: serde_json::Value) -> Verdict {
+        let mut spec = spec;
+        spec["containers"] = serde_json::json!([{"name": "a"}]);
+        let spec: PodSpec = serde_json::from_value(spec).unwrap();
+        let snapshot = NodeSnapshot::new(["s1", "s2", "s3", "static"].map(slurm_node), SystemTime::now());
+        let hosts: HashMap<String, String> =
+            [("s1", "k1"), ("s2", "k2"), ("s3", "gone")].map(|(s, k)| (s.to_string(), k.to_string())).into();
+        let nodes = [kube_node("k1", None), kube_node("k2", Some("dedicated"))];
+        judge(&spec, &snapshot, &hosts, |name| nodes.iter().find(|n| n.name_any() == name).cloned())
+    }
+
+    #[test]
+    fn excludes_untolerated_unhosted_and_unknown_nodes() {
+        let verdict = judged(serde_json::json!({}));
+        assert_eq!(verdict.eligible, BTreeSet::from(["s1".to_string()]));
+        assert_eq!(verdict.excluded_names(), BTreeSet::from(["s2", "s3", "static"].map(String::from)));
+        assert!(verdict.excluded["s2"].contains("untolerated taint {dedicated:NoSchedule}"), "{verdict:?}");
+        let tolerating = judged(serde_json::json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}));
+        assert!(tolerating.eligible.contains("s2"));
+    }
+
+    #[test]
+    fn affinity_to_one_hostname_leaves_one_node() {
+        let affinity = serde_json::json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["k2"]}]}]
+        }}});
+        let verdict = judged(serde_json::json!({"affinity": affinity, "tolerations": [{"operator": "Exists"}]}));
+        assert_eq!(verdict.eligible, BTreeSet::from(["s2".to_string()]));
+        let nothing = judged(serde_json::json!({"nodeSelector": {"zone": "mars"}}));
+        assert!(nothing.eligible.is_empty());
+        assert!(nothing.nothing_fits().starts_with("0/4 Slurm nodes fit"), "{}", nothing.nothing_fits());
+    }
+}

@@ -1,0 +1,101 @@
+//! Instant placement (`--fast-path`): with free capacity a pod's job is an immediate allocation,
+//! running when the call returns; with a higher-priority Slurm job waiting for the node, the fast path
+//! does not take it, and the pod waits behind that job as a queued placeholder.
+
+use std::time::Duration;
+
+use sunk::slurm::JobState;
+use sunk_e2e::{Cluster, in_slurm_root, node_name, pod, scheduled_condition, wait_for};
+
+const BIND: Duration = Duration::from_secs(30);
+
+fn start_fast_host(cluster: &mut Cluster) -> anyhow::Result<usize> {
+    cluster.start_host(&[("SUNK_FAST_PATH", "true")])
+}
+
+/// A pod whose placeholder has a time limit, so Slurm knows when its node frees.
+fn timed_pod(name: &str, cpu: &str) -> serde_json::Value {
+    let mut pod = pod(name, cpu, "256Mi");
+    pod["metadata"]["annotations"] = serde_json::json!({"sunk.dev/timeout": "10"});
+    pod
+}
+
+#[tokio::test]
+async fn with_free_capacity_a_pod_is_bound_through_an_immediate_allocation() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("fast").await?;
+    start_fast_host(&mut cluster)?;
+    let created = cluster.create_pod(pod("quick", "1", "256Mi")).await?;
+    let bound = cluster.wait_pod("quick", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    let jobs = cluster.jobs_of(created.metadata.uid.as_deref().unwrap_or_default()).await?;
+    assert_eq!(jobs.len(), 1, "one job: {jobs:?}");
+    assert!(!jobs[0].batch_flag, "an allocation, not a queued batch placeholder: {:?}", jobs[0]);
+    assert_eq!(jobs[0].state(), JobState::Running);
+    assert_eq!(node_name(&bound), cluster.kube_node_of(&jobs[0].nodes).await?.as_deref());
+    cluster
+        .wait_event("quick", "SlurmJobAllocated", |reason, note| {
+            reason == "SlurmJobAllocated" && note.contains(&jobs[0].job_id.to_string())
+        })
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_fast_path_does_not_take_a_node_a_higher_priority_job_waits_for() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("fast-prio").await?;
+    start_fast_host(&mut cluster)?;
+    // kube-node-1 full, kube-node-2 half full: one CPU is free.
+    cluster.create_pod(timed_pod("whole", "2")).await?;
+    cluster.wait_pod("whole", "the 2-CPU pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    cluster.create_pod(timed_pod("half", "1")).await?;
+    cluster.wait_pod("half", "the 1-CPU pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+
+    // A higher-priority Slurm job needs a whole node: it waits for the half-full one.
+    let urgent = SlurmJob::submit(&["--priority=1000000", "-c", "2", "--mem=256M", "--wrap", "sleep 600"])?;
+    let id = urgent.0.clone();
+    wait_for("the urgent job to wait", BIND, || {
+        let id = id.clone();
+        async move {
+            let out = in_slurm_root(&["squeue", "-h", "-j", &id, "-o", "%T"]).ok()?;
+            (out.trim() == "PENDING").then_some(())
+        }
+    })
+    .await?;
+
+    let created = cluster.create_pod(pod("polite", "1", "256Mi")).await?;
+    let waiting = cluster
+        .wait_pod("polite", "the pod to wait behind the urgent job", BIND, |pod| {
+            scheduled_condition(pod)
+                .is_some_and(|(_, reason, message)| reason == "Unschedulable" && message.contains("PENDING"))
+        })
+        .await?;
+    assert!(node_name(&waiting).is_none(), "the free CPU was not taken");
+    // Slurm keeps the refused immediate allocation as a FAILED job that never held a node.
+    let jobs = cluster.jobs_of(created.metadata.uid.as_deref().unwrap_or_default()).await?;
+    let live: Vec<_> = jobs.iter().filter(|job| job.state() != JobState::Ended).collect();
+    assert_eq!(live.len(), 1, "one live job: {jobs:?}");
+    assert!(live[0].batch_flag, "a queued placeholder, not an allocation: {:?}", live[0]);
+    assert!(jobs.iter().all(|job| job.state() != JobState::Ended || job.nodes.is_empty()), "{jobs:?}");
+
+    drop(urgent);
+    cluster
+        .wait_pod("polite", "the pod to be bound once the urgent job is gone", BIND, |pod| node_name(pod).is_some())
+        .await?;
+    Ok(())
+}
+
+/// A job submitted by hand with sbatch, cancelled when dropped.
+struct SlurmJob(String);
+
+impl SlurmJob {
+    fn submit(args: &[&str]) -> anyhow::Result<Self> {
+        let mut all = vec!["sbatch", "--parsable"];
+        all.extend_from_slice(args);
+        Ok(Self(in_slurm_root(&all)?.trim().to_string()))
+    }
+}
+
+impl Drop for SlurmJob {
+    fn drop(&mut self) {
+        let _ = in_slurm_root(&["scancel", &self.0]);
+    }
+}

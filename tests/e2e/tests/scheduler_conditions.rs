@@ -1,0 +1,89 @@
+//! What a waiting pod says, end to end: `Unschedulable` (what cluster-autoscaler and Kueue read) when
+//! it waits for capacity, a reason of sunk's own when its input is bad, `SlurmUnreachable` while
+//! slurmrestd does not answer; and the scheduler's metrics on /metrics.
+
+use std::time::Duration;
+
+use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, slurmrestd_frozen};
+
+const BIND: Duration = Duration::from_secs(30);
+/// The host notices a silent slurmrestd after 10 s; its lists go stale a little earlier.
+const NOTICE: Duration = Duration::from_secs(40);
+
+#[tokio::test]
+async fn a_pod_waiting_for_capacity_is_unschedulable_and_bad_input_is_not() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("unschedulable").await?;
+    let host = cluster.start_host(&[])?;
+    for name in ["filler-1", "filler-2"] {
+        cluster.create_pod(pod(name, "2", "1Gi")).await?;
+    }
+    for name in ["filler-1", "filler-2"] {
+        cluster.wait_pod(name, "a filler to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    }
+    cluster.create_pod(pod("waiter", "2", "1Gi")).await?;
+    let mut bare = pod("bare", "1", "1Gi");
+    bare["spec"]["containers"][0]["resources"] = serde_json::json!({});
+    cluster.create_pod(bare).await?;
+
+    let waiting = cluster
+        .wait_pod("waiter", "PodScheduled=False, Unschedulable, with Slurm's reason", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(status, reason, message)| {
+                status == "False" && reason == "Unschedulable" && message.contains("Resources")
+            })
+        })
+        .await?;
+    assert!(node_name(&waiting).is_none());
+    let refused = cluster
+        .wait_pod("bare", "the refused pod's own reason", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(status, reason, _)| status == "False" && reason == "PolicyRejected")
+        })
+        .await?;
+    assert!(node_name(&refused).is_none());
+
+    let metrics = cluster.metrics(host).await?;
+    for series in [
+        "sunk_scheduler_schedule_attempts_total{result=\"scheduled\"}",
+        "sunk_scheduler_schedule_attempts_total{result=\"unschedulable\"}",
+        "sunk_scheduler_schedule_attempts_total{result=\"rejected\"}",
+        "sunk_scheduler_pod_scheduling_duration_seconds_count",
+    ] {
+        assert!(metrics.contains(series), "{series} on /metrics:\n{metrics}");
+    }
+    let pending = sunk_e2e::wait_for("two pending pods on /metrics", BIND, || async {
+        let text = cluster.metrics(host).await.ok()?;
+        text.lines().any(|line| line == "sunk_scheduler_pending_pods 2").then_some(())
+    })
+    .await;
+    assert!(pending.is_ok(), "{:?}", pending);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_waiting_for_an_unreachable_slurmrestd_says_so_then_binds() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("unreachable").await?;
+    cluster.start_host(&[])?;
+    // The host is up and has listed Slurm once it binds a first pod.
+    cluster.create_pod(pod("first", "1", "256Mi")).await?;
+    cluster.wait_pod("first", "the first pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+
+    let frozen = slurmrestd_frozen()?;
+    cluster.create_pod(pod("second", "1", "256Mi")).await?;
+    let waiting = cluster
+        .wait_pod("second", "PodScheduled=False, SlurmUnreachable", NOTICE, |pod| {
+            scheduled_condition(pod)
+                .is_some_and(|(status, reason, _)| status == "False" && reason == "SlurmUnreachable")
+        })
+        .await?;
+    let (_, _, message) = scheduled_condition(&waiting).unwrap_or_default();
+    assert!(message.contains("slurmrestd"), "the message names slurmrestd: {message}");
+    drop(frozen);
+
+    let bound = cluster
+        .wait_pod("second", "the pod to be bound once slurmrestd answers", Duration::from_secs(60), |pod| {
+            node_name(pod).is_some()
+        })
+        .await?;
+    let jobs = cluster.jobs_of(bound.metadata.uid.as_deref().unwrap_or_default()).await?;
+    assert_eq!(jobs.len(), 1, "one job: {jobs:?}");
+    Ok(())
+}
