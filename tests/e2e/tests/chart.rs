@@ -30,7 +30,8 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         // The local cluster's NodeSet has a keeper already; a second one would roll its pods.
         "--set",
         "nodesetController.enabled=false",
-        // One replica without leader election, until the host has it.
+        // One replica without leader election (the chart's Slurm test runs the default: two replicas
+        // behind a Lease).
         "--set",
         "replicas=1",
         "--set",

@@ -57,8 +57,6 @@ fn values(namespace: &str, kill_wait: u32, template_revision: &str) -> Vec<Strin
     let mut values = vec![
         format!("image.repository={SUNK_IMAGE_REPOSITORY}"),
         format!("image.tag={SUNK_IMAGE_TAG}"),
-        "replicas=1".into(),
-        "leaderElection.enabled=false".into(),
         "pollIntervalMs=200".into(),
         "slurmCluster.enabled=true".into(),
         format!("slurmCluster.config.killWait={kill_wait}"),
