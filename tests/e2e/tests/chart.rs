@@ -122,7 +122,7 @@ async fn the_chart_renders_scope_leader_election_and_service_monitor_from_values
     let scheduler_name = format!("value: \"{}-r\"", cluster.namespace);
     assert!(default.contains(&scheduler_name), "scheduler name is not <namespace>-<release>: {default}");
     assert!(default.contains("name: r-sunk-") && default.contains("kind: ClusterRoleBinding"));
-    assert!(!default.contains("--watch-namespaces") && !default.contains("--syncer"));
+    assert!(!default.contains("--watch-namespaces") && default.contains("--syncer=true"));
     assert!(!default.contains("kind: ServiceMonitor"), "a ServiceMonitor without its API");
 
     // Scope `namespace`: the scheduler's rights only through RoleBindings in the watched namespaces.
