@@ -111,7 +111,9 @@ impl Release {
             values.extend(["--set".to_string(), value.to_string()]);
         }
         let helm_wait = helm_deploy(self, "install", &values)?;
-        for component in ["host", "slurmctld", "slurmrestd"] {
+        // The chart's default host: two replicas, one leading.
+        wait_ready(self, "host", 2).await?;
+        for component in ["slurmctld", "slurmrestd"] {
             wait_ready(self, component, 1).await?;
         }
         wait_ready(self, "slurmd", NODES.len()).await?;
