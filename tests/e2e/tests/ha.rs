@@ -156,7 +156,8 @@ async fn a_killed_leader_is_replaced_within_15s_and_every_pod_keeps_exactly_one_
         }
         let placed = |pod: &Pod| {
             node_name(pod).is_some()
-                || scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "SlurmJobPending")
+                || scheduled_condition(pod)
+                    .is_some_and(|(_, reason, _)| matches!(reason.as_str(), "Unschedulable" | "SlurmJobPending"))
         };
         let one_job = |pod: &Pod| pod.uid().and_then(|uid| by_uid.get(&uid)).map(Vec::len) == Some(1);
         pods.iter().all(|pod| placed(pod) && one_job(pod)).then_some((pods, by_uid))
