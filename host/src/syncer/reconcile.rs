@@ -27,6 +27,9 @@ use crate::slurm::{self, NodeUpdate};
 const RESYNC: Duration = Duration::from_secs(300);
 /// While Slurm cannot be read, or a slurmd has not registered yet.
 const RETRY: Duration = Duration::from_secs(5);
+/// After a write to Slurm, or a decision on a view that may not show the last write yet: look again
+/// once the cache has polled.
+const SOON: Duration = Duration::from_secs(1);
 
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Error> {
     let listed = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
@@ -51,6 +54,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     let mut annotations: BTreeMap<String, Option<String>> =
         mirror::pod_annotations(slurm_node).into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
     apply(&ctx, &node, slurm_node, &decided.action, &mut annotations).await?;
+    let unsettled = decided.action != Action::Nothing || !decided_on_settled_view(&node, slurm_node);
     for kv in decided.annotations.into_iter().chain(slurm_state_annotations(&ctx, &node, &pod, slurm_node).await?) {
         annotations.insert(kv.key, (!kv.value.is_empty()).then_some(kv.value));
     }
@@ -67,7 +71,14 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         let nodes: Api<Node> = Api::all(ctx.client.clone());
         ignore_gone(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
-    Ok(Requeue::requeue(RESYNC))
+    Ok(Requeue::requeue(if unsettled { SOON } else { RESYNC }))
+}
+
+/// A drained node on an uncordoned Node, or the reverse, may be a view that predates the Syncer's
+/// own last write: worth a second look soon.
+fn decided_on_settled_view(node: &Node, slurm_node: &slurm::Node) -> bool {
+    let cordoned = node.spec.as_ref().and_then(|spec| spec.unschedulable).unwrap_or(false);
+    cordoned == slurm_node.flags().is_draining()
 }
 
 pub fn error_policy(node: Arc<Node>, error: &Error, _ctx: Arc<Context>) -> Requeue {
