@@ -3,6 +3,7 @@
 
 mod connect;
 mod events;
+pub mod node_match;
 mod pod_writer;
 pub mod quantity;
 mod reconcile_metrics;

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSpec};
+use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;

@@ -3,11 +3,12 @@
 //! required node affinity. (PreferNoSchedule and preferred affinity only rank Nodes; they never
 //! exclude one.)
 
-use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, PodSpec, Taint};
 use kube::ResourceExt;
+
+use crate::kube::node_match::{selector_matches, tolerates};
 
 /// Why a pod may not run on a Node, in the words kube-scheduler uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +52,7 @@ pub fn misfit(spec: &PodSpec, node: &Node) -> Option<Misfit> {
         .and_then(|node| node.required_during_scheduling_ignored_during_execution.as_ref());
     // Kubernetes: the terms are ORed, and an empty list of terms matches nothing.
     if let Some(selector) = required
-        && !selector.node_selector_terms.iter().any(|term| term_matches(term, labels, &node.name_any()))
+        && !selector_matches(selector, labels, &node.name_any())
     {
         return Some(Misfit::Affinity);
     }
@@ -63,63 +64,10 @@ fn excludes(taint: &Taint) -> bool {
     matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
 }
 
-/// Kubernetes' toleration rule: same effect (or any), same key (or any, with `Exists`), and for
-/// `Equal` (the default operator) the same value.
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or_default();
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or_default();
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        // An empty key means "every key" only with Exists.
-        "Equal" => {
-            !key.is_empty()
-                && toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default()
-        }
-        _ => false,
-    }
-}
-
 fn describe_taint(taint: &Taint) -> String {
     match taint.value.as_deref() {
         Some(value) if !value.is_empty() => format!("{}={}:{}", taint.key, value, taint.effect),
         _ => format!("{}:{}", taint.key, taint.effect),
-    }
-}
-
-/// A term matches when all its requirements do; a term with no requirements matches nothing.
-fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<String, String>, name: &str) -> bool {
-    let expressions = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if expressions.is_empty() && fields.is_empty() {
-        return false;
-    }
-    expressions.iter().all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
-        && fields.iter().all(|r| r.key == "metadata.name" && requirement_matches(r, Some(name)))
-}
-
-fn requirement_matches(requirement: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = requirement.values.as_deref().unwrap_or_default();
-    let number = |text: &str| text.parse::<i64>().ok();
-    let compare = |ordering: std::cmp::Ordering| match (value.and_then(number), values.first().and_then(|v| number(v)))
-    {
-        (Some(have), Some(bound)) => have.cmp(&bound) == ordering,
-        _ => false,
-    };
-    match requirement.operator.as_str() {
-        "In" => value.is_some_and(|value| values.iter().any(|v| v == value)),
-        "NotIn" => value.is_none_or(|value| !values.iter().any(|v| v == value)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" => compare(std::cmp::Ordering::Greater),
-        "Lt" => compare(std::cmp::Ordering::Less),
-        // An operator Kubernetes does not know matches nothing (the API server refuses such pods).
-        _ => false,
     }
 }
 
