@@ -87,6 +87,10 @@ pub struct HostArgs {
     /// before falling back to a queued placeholder. Needs slurm.conf's InactiveLimit=0 (the default).
     #[arg(long, env = "SUNK_FAST_PATH", default_value_t = false, action = clap::ArgAction::Set)]
     fast_path: bool,
+    /// Lets a pod with a PriorityClass preempt lower-priority Slurm jobs and pods when Slurm has no
+    /// room for it, as the preemption policy decides. `--preemption=false` turns it off.
+    #[arg(long, env = "SUNK_PREEMPTION", default_value_t = true, action = clap::ArgAction::Set)]
+    preemption: bool,
     /// Only the NodeSets of this namespace (and, for the Syncer, only their slurmd pods); all namespaces
     /// by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
@@ -252,6 +256,7 @@ async fn writers(
             metrics: metrics.scheduler.clone(),
             scope: scheduler::Scope::new(&args.watch_namespaces),
             fast_path: args.fast_path,
+            preemption: args.preemption,
         };
         controllers.push(scheduler::run(client, slurm, policies, config).boxed());
     }

@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, Resource, ResourceExt};
 
 use super::EventRecorder;
@@ -87,6 +87,26 @@ impl PodWriter {
         match self.api(pod).delete(&pod.name_any(), &params).await {
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
             other => other.map(drop),
+        }
+    }
+
+    /// Evicts the pod with `grace_seconds` (the Eviction API, which honours PodDisruptionBudgets).
+    /// Returns the budget's refusal, if one refused; a pod already gone counts as evicted.
+    pub async fn evict(&self, pod: &Pod, grace_seconds: u32) -> kube::Result<Option<String>> {
+        let params = EvictParams {
+            delete_options: Some(DeleteParams {
+                grace_period_seconds: Some(grace_seconds),
+                preconditions: Some(Preconditions { uid: pod.uid(), resource_version: None }),
+                ..Default::default()
+            }),
+            post_options: PostParams::default(),
+        };
+        match self.api(pod).evict(&pod.name_any(), &params).await {
+            Ok(_) => Ok(None),
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(None),
+            // TooManyRequests: evicting it now would break a PodDisruptionBudget.
+            Err(kube::Error::Api(status)) if status.code == 429 => Ok(Some(status.message)),
+            Err(error) => Err(error),
         }
     }
 

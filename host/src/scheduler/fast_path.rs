@@ -15,7 +15,7 @@ use crate::slurm::{Job, JobDescription, JobState, SlurmError};
 /// What an immediate allocation came to.
 pub enum Allocation {
     /// Granted, and Slurm lists it running on its node.
-    Running(Job),
+    Running(Box<Job>),
     /// Granted, but not yet described: treat as submitted (with this admin comment).
     Granted(u32, Box<JobDescription>),
     /// Slurm said no (no room now, or a higher-priority job waits): queue a placeholder instead.
@@ -40,7 +40,9 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation
         }
     };
     match ctx.slurm.job(job_id).await {
-        Ok(Some(job)) if job.state() == JobState::Running && !job.nodes.is_empty() => Allocation::Running(job),
+        Ok(Some(job)) if job.state() == JobState::Running && !job.nodes.is_empty() => {
+            Allocation::Running(Box::new(job))
+        }
         _ => Allocation::Granted(job_id, Box::new(request)),
     }
 }

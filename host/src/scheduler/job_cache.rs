@@ -23,6 +23,8 @@ pub struct Placeholder {
 struct State {
     /// Placeholders by pod UID. Normally one; more only if something went wrong before.
     by_pod: HashMap<String, Vec<Placeholder>>,
+    /// Every job that holds nodes now, sunk's or not (what preemption chooses among).
+    holding: Arc<Vec<Job>>,
     /// Jobs submitted by this host since the listing that is about to replace the cache began.
     submitted: Vec<(Instant, Placeholder)>,
     /// When Slurm last refused a submission, by pod UID.
@@ -70,6 +72,11 @@ impl JobCache {
         state.by_pod.values().flatten().filter(|p| p.job.state() != JobState::Ended).cloned().collect()
     }
 
+    /// Every job that holds nodes now (running, or still cleaning up after it ended), sunk's or not.
+    pub fn holding(&self) -> Arc<Vec<Job>> {
+        self.read().holding.clone()
+    }
+
     /// Remembers a job this host just submitted, so that it is known before Slurm lists it.
     pub fn record_submitted(&self, pod: PodKey, job_id: u32, submitted: &JobDescription) {
         let job = Job {
@@ -99,6 +106,17 @@ impl JobCache {
             if let Some(comment) = admin_comment {
                 placeholder.job.admin_comment = comment.to_owned();
             }
+        }
+        // It still holds its nodes until Slurm has cleaned up after it.
+        if state.holding.iter().any(|job| job.job_id == job_id) {
+            let mut holding = state.holding.as_ref().clone();
+            for job in holding.iter_mut().filter(|job| job.job_id == job_id) {
+                job.job_state = vec!["CANCELLED".into(), "COMPLETING".into()];
+                if let Some(comment) = admin_comment {
+                    job.admin_comment = comment.to_owned();
+                }
+            }
+            state.holding = Arc::new(holding);
         }
     }
 
@@ -132,6 +150,7 @@ impl JobCache {
     /// placeholders changed.
     fn replace(&self, jobs: Vec<Job>, last_update: u64, began: Instant) -> Vec<PodKey> {
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
+        let holding: Vec<Job> = jobs.iter().filter(|job| job.holds_nodes()).cloned().collect();
         for job in jobs {
             // A gang's job is listed under every member.
             for pod in super::placeholder::linked_pods(&job.admin_comment) {
@@ -160,6 +179,7 @@ impl JobCache {
                 .filter_map(|(_, jobs)| jobs.first().map(|p| p.pod.clone())),
         );
         state.by_pod = by_pod;
+        state.holding = Arc::new(holding);
         state.listed = true;
         state.listing_began = Some(began);
         if last_update > 0 {

@@ -40,12 +40,41 @@ struct AttemptLabels {
     result: AttemptResult,
 }
 
+/// How one preemption decision for a waiting pod ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are Prometheus-style snake case
+pub enum PreemptionResult {
+    /// Victims were chosen and made to go.
+    preempted,
+    /// The policy chose nobody (or nothing running could make room).
+    none,
+    /// A PodDisruptionBudget refused an eviction: nothing else was done.
+    blocked,
+    /// The policy failed.
+    error,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PreemptionLabels {
+    result: PreemptionResult,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VictimLabels {
+    /// `pod` or `slurm_job`.
+    kind: &'static str,
+    /// `evict` or `cancel`.
+    mode: &'static str,
+}
+
 /// The scheduler's series; clones share them.
 #[derive(Clone)]
 pub struct SchedulerMetrics {
     attempts: Family<AttemptLabels, Counter>,
     latency: Histogram,
     pending: Gauge,
+    preemptions: Family<PreemptionLabels, Counter>,
+    victims: Family<VictimLabels, Counter>,
 }
 
 impl Default for SchedulerMetrics {
@@ -55,6 +84,8 @@ impl Default for SchedulerMetrics {
             // 10 ms .. ~82 s: a fast bind, a Slurm scheduling pass, a queue wait.
             latency: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
             pending: Gauge::default(),
+            preemptions: Family::default(),
+            victims: Family::default(),
         }
     }
 }
@@ -70,6 +101,21 @@ impl SchedulerMetrics {
             self.latency.clone(),
         );
         registry.register("pending_pods", "Pods of this scheduler not yet bound", self.pending.clone());
+        registry.register(
+            "preemption_attempts",
+            "Preemption decisions for waiting pods, by result",
+            self.preemptions.clone(),
+        );
+        registry.register("preemption_victims", "Workloads preempted for waiting pods", self.victims.clone());
+    }
+
+    pub fn preemption(&self, result: PreemptionResult) {
+        self.preemptions.get_or_create(&PreemptionLabels { result }).inc();
+    }
+
+    /// One victim made to go: `kind` is `pod` or `slurm_job`, `mode` `evict` or `cancel`.
+    pub fn victim(&self, kind: &'static str, mode: &'static str) {
+        self.victims.get_or_create(&VictimLabels { kind, mode }).inc();
     }
 
     pub fn attempt(&self, result: AttemptResult) {
@@ -107,6 +153,8 @@ mod tests {
         metrics.attempt(AttemptResult::of_reason(conditions::SLURM_UNREACHABLE));
         metrics.bound(0.03);
         metrics.set_pending(4);
+        metrics.preemption(PreemptionResult::preempted);
+        metrics.victim("slurm_job", "cancel");
         let text = scrape(&metrics);
         for line in [
             "sunk_scheduler_schedule_attempts_total{result=\"unschedulable\"} 1",
@@ -116,6 +164,8 @@ mod tests {
             "sunk_scheduler_pod_scheduling_duration_seconds_count 1",
             "sunk_scheduler_pod_scheduling_duration_seconds_bucket{le=\"0.04\"} 1",
             "sunk_scheduler_pending_pods 4",
+            "sunk_scheduler_preemption_attempts_total{result=\"preempted\"} 1",
+            "sunk_scheduler_preemption_victims_total{kind=\"slurm_job\",mode=\"cancel\"} 1",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }

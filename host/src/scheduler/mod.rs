@@ -13,6 +13,7 @@ mod orphans;
 mod placeholder;
 mod placement;
 mod pod_record;
+mod preemption;
 mod reconcile;
 mod scope;
 mod slurmd_pods;
@@ -52,6 +53,8 @@ pub struct Config {
     pub scope: Scope,
     /// Try an immediate allocation before queueing a placeholder (see `fast_path`).
     pub fast_path: bool,
+    /// Let waiting pods preempt lower-priority work, as the preemption policy decides.
+    pub preemption: bool,
 }
 
 /// Everything a reconcile needs.
@@ -69,6 +72,11 @@ pub struct Context {
     pub cluster: policy::Cluster,
     pub metrics: SchedulerMetrics,
     pub fast_path: bool,
+    pub preemption: bool,
+    /// Preemptions under way.
+    pub preemptions: preemption::InFlight,
+    /// Placeholders of bound pods seen requeued, waiting to learn who preempted them.
+    pub requeued_seen: preemption::by_slurm::FirstSeen,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +146,9 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
         cluster: config.cluster,
         metrics: config.metrics,
         fast_path: config.fast_path,
+        preemption: config.preemption,
+        preemptions: preemption::InFlight::default(),
+        requeued_seen: preemption::by_slurm::FirstSeen::default(),
     });
     tracing::info!(scheduler = %config.scheduler_name, namespaces = %config.scope.describe(), "pod scheduler running");
     controller

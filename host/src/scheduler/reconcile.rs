@@ -15,7 +15,7 @@ use kube::runtime::controller::Action;
 use super::job_cache::Placeholder;
 use super::metrics::AttemptResult;
 use super::placeholder::{self, PodKey};
-use super::{Context, Error, bind, conditions, gang, submit};
+use super::{Context, Error, bind, conditions, gang, preemption, submit};
 use crate::slurm::JobState;
 
 /// How long a pod waits for a second look when nothing is expected to change it sooner.
@@ -100,6 +100,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             Ok(Action::await_change())
         }
         (None, _) => {
+            if let Some(taken) = ended.last().and_then(|p| preemption::taken_by_slurm(&pod, &p.job, &ctx)) {
+                return preempted_by_slurm(&pod, None, taken, &ctx).await;
+            }
             let why = match ended.last() {
                 Some(p) => format!("Slurm job {} ended", describe(&p.job)),
                 None => "its Slurm job no longer exists".to_string(),
@@ -119,15 +122,27 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
                 if state == JobState::Pending && !gang::is_gang(&placeholder.job) {
                     submit::keep_placement(&pod, placeholder, &ctx).await?;
                 }
-                let message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
+                let mut message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
+                let mut look_again = RECHECK;
+                if state == JobState::Pending
+                    && let Some(outcome) = preemption::consider(&pod, placeholder, &ctx).await?
+                {
+                    message = format!("{message}; {}", outcome.note);
+                    if outcome.under_way {
+                        look_again = RETRY;
+                    }
+                }
                 let reason = conditions::pending_reason(&placeholder.job.state_reason);
                 conditions::waiting(&ctx, &pod, reason, &message).await?;
-                Ok(Action::requeue(RECHECK))
+                Ok(Action::requeue(look_again))
             }
         },
         (Some(placeholder), Some(node)) => {
             if placeholder.job.state() == JobState::Pending {
                 // Requeued (e.g. preempted): the allocation the pod was bound to is gone.
+                if let Some(taken) = preemption::taken_by_slurm(&pod, &placeholder.job, &ctx) {
+                    return preempted_by_slurm(&pod, Some(placeholder), taken, &ctx).await;
+                }
                 let note = format!(
                     "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
                     placeholder.job.job_id
@@ -139,6 +154,27 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             Ok(Action::await_change())
         }
     }
+}
+
+/// A bound pod whose placeholder Slurm's own preemption took: deleted with its grace period, with an
+/// Event naming the preempting job (once that job has started, or a few seconds have passed). A
+/// requeued placeholder is cancelled: its pod is gone, and a new pod gets a new job.
+async fn preempted_by_slurm(
+    pod: &Pod,
+    requeued: Option<&Placeholder>,
+    taken: Result<String, Duration>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let note = match taken {
+        Ok(note) => note,
+        Err(wait) => return Ok(Action::requeue(wait)),
+    };
+    ctx.writer.event(pod, true, "SlurmJobPreempted", "Delete", note).await;
+    if let Some(placeholder) = requeued {
+        cancel(ctx, placeholder, "its pod was preempted").await?;
+    }
+    ctx.writer.delete(pod).await?;
+    Ok(Action::await_change())
 }
 
 pub fn error_policy(pod: Arc<Pod>, error: &Error, ctx: Arc<Context>) -> Action {

@@ -33,10 +33,10 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
         match fast_path::allocate(ctx, &description).await {
             Allocation::Running(job) => {
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
-                ctx.jobs.record_job(key.clone(), job.clone());
+                ctx.jobs.record_job(key.clone(), (*job).clone());
                 let note = format!("allocated at once as Slurm job {}", job.job_id);
                 ctx.writer.event(pod, false, "SlurmJobAllocated", "Schedule", note).await;
-                return bind::bind(pod, &Placeholder { pod: key, job }, ctx).await;
+                return bind::bind(pod, &Placeholder { pod: key, job: *job }, ctx).await;
             }
             Allocation::Granted(job_id, request) => {
                 ctx.jobs.record_submitted(key, job_id, &request);
@@ -165,7 +165,7 @@ pub fn names_a_vanished_node(error: &SlurmError) -> bool {
     }
 }
 
-fn pod_spec(pod: &Pod) -> &k8s_openapi::api::core::v1::PodSpec {
+pub(super) fn pod_spec(pod: &Pod) -> &k8s_openapi::api::core::v1::PodSpec {
     static EMPTY: std::sync::OnceLock<k8s_openapi::api::core::v1::PodSpec> = std::sync::OnceLock::new();
     pod.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(Default::default))
 }

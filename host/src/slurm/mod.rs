@@ -9,6 +9,7 @@ mod hostlist;
 mod model;
 mod node;
 mod node_cache;
+mod resources;
 
 pub use auth::TokenSigner;
 pub use client::{JobsPage, NodesPage, SlurmClient};
@@ -19,3 +20,4 @@ pub use node::{Node, NodeFlags, NodeUpdate};
 pub use node_cache::{
     ChangedNode, NodeCache, NodeCacheConfig, NodeChange, NodeSnapshot, NodeSource, SlurmView, Unreadable,
 };
+pub use resources::Resources;

@@ -186,6 +186,32 @@ pub struct Job {
     /// A batch job (with a script), as opposed to an allocation.
     #[serde(default)]
     pub batch_flag: bool,
+    #[serde(default)]
+    pub user_name: String,
+    /// When it started running (UNIX seconds), or is expected to.
+    #[serde(default)]
+    pub start_time: NoValue,
+    /// When Slurm's own preemption signalled it (UNIX seconds); unset unless it was preempted.
+    #[serde(default)]
+    pub preempt_time: NoValue,
+    /// Whether Slurm may requeue it (`--requeue`, or the cluster's JobRequeue).
+    #[serde(default)]
+    pub requeue: bool,
+    /// What it holds, e.g. `cpu=2,mem=256M,node=1,billing=2,gres/gpu=1` (empty while pending).
+    #[serde(default)]
+    pub tres_alloc_str: String,
+    /// What it asks for per node, e.g. `gres/gpu:2`.
+    #[serde(default)]
+    pub tres_per_node: String,
+    /// CPUs asked for, in all.
+    #[serde(default)]
+    pub cpus: NoValue,
+    /// Nodes asked for (a range's minimum).
+    #[serde(default)]
+    pub node_count: NoValue,
+    /// MiB per node, when asked per node.
+    #[serde(default)]
+    pub memory_per_node: NoValue,
 }
 
 /// A change to a job (`POST /job/{id}`). Unset fields are left as they are.
@@ -209,6 +235,15 @@ fn cleared_when_empty<S: serde::Serializer>(value: &Option<Vec<String>>, seriali
 impl Job {
     pub fn state(&self) -> JobState {
         JobState::from_flags(&self.job_state)
+    }
+
+    /// Whether it holds nodes now: running, suspended, starting, or cleaning up after it ended.
+    pub fn holds_nodes(&self) -> bool {
+        !self.nodes.is_empty()
+            && self
+                .job_state
+                .iter()
+                .any(|flag| matches!(flag.as_str(), "RUNNING" | "COMPLETING" | "CONFIGURING" | "SUSPENDED"))
     }
 
     /// The state as Slurm prints it, e.g. `RUNNING` or `PENDING`.

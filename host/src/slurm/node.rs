@@ -37,6 +37,15 @@ pub struct Node {
     pub hostname: String,
     #[serde(default, deserialize_with = "list_or_csv")]
     pub partitions: Vec<String>,
+    /// CPUs jobs hold now.
+    #[serde(default, deserialize_with = "number")]
+    pub alloc_cpus: u64,
+    /// MiB jobs hold now.
+    #[serde(default, deserialize_with = "number")]
+    pub alloc_memory: u64,
+    /// e.g. `gpu:h100:1(IDX:0)`.
+    #[serde(default)]
+    pub gres_used: String,
 }
 
 impl Node {

@@ -41,7 +41,8 @@ fn job_request(pod: &Pod, cluster: &Cluster) -> Result<JobRequest, Rejection> {
         exclusive: table.exclusive,
         excluded_nodes: table.excluded_nodes,
         required_nodes: table.required_nodes,
-        priority: table.priority,
+        // The annotation wins; otherwise the PriorityClass ranks the pod against Slurm's own jobs.
+        priority: table.priority.or_else(|| pod.priority.and_then(class_priority)),
         user_id: table.user_id,
         group_id: table.group_id,
         current_working_directory: table.current_working_dir,
@@ -50,6 +51,12 @@ fn job_request(pod: &Pod, cluster: &Cluster) -> Result<JobRequest, Rejection> {
         memory_mib,
         tres_per_node: (pod.gpus > 0).then(|| format!("gres/gpu:{}", pod.gpus)),
     })
+}
+
+/// A PriorityClass's value as a Slurm priority: only positive ones (a pod without a class, or of a
+/// negative one, keeps the priority Slurm computes; Slurm reads 0 as "held").
+fn class_priority(value: i32) -> Option<u32> {
+    u32::try_from(value).ok().filter(|priority| *priority > 0)
 }
 
 /// Whole CPUs for the placeholder: the request rounded up.
@@ -162,6 +169,21 @@ pub(crate) mod tests {
         let p = Pod { cpu_request_millis: 8000, memory_request_bytes: 4 << 30, ..pod() };
         let j = job(&p, &cluster());
         assert_eq!((j.cpus, j.memory_mib), (8, 4096));
+    }
+
+    #[test]
+    fn a_positive_priority_class_becomes_the_jobs_priority_unless_annotated() {
+        let ranked = |priority: Option<i32>| job(&Pod { priority, ..pod() }, &cluster()).priority;
+        assert_eq!(ranked(Some(1000)), Some(1000));
+        assert_eq!(ranked(Some(0)), None, "no class: Slurm's own priority");
+        assert_eq!(ranked(Some(-5)), None);
+        assert_eq!(ranked(None), None);
+        let annotated = Pod {
+            priority: Some(1000),
+            annotations: vec![KeyValue { key: "sunk.dev/priority".into(), value: "7".into() }],
+            ..pod()
+        };
+        assert_eq!(job(&annotated, &cluster()).priority, Some(7));
     }
 
     #[test]

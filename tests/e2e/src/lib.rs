@@ -15,6 +15,9 @@ use kube::{Client, ResourceExt};
 use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
+mod slurm_job;
+pub use slurm_job::SlurmJob;
+
 pub const SCHEDULER: &str = "sunk";
 /// The host image the local cluster builds from images/sunk (tests/cluster/env.sh).
 pub const SUNK_IMAGE_REPOSITORY: &str = "localhost/sunk/sunk";

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sunk::slurm::JobState;
-use sunk_e2e::{Cluster, in_slurm_root, node_name, pod, scheduled_condition, wait_for};
+use sunk_e2e::{Cluster, SlurmJob, in_slurm_root, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
 
@@ -81,21 +81,4 @@ async fn the_fast_path_does_not_take_a_node_a_higher_priority_job_waits_for() ->
         .wait_pod("polite", "the pod to be bound once the urgent job is gone", BIND, |pod| node_name(pod).is_some())
         .await?;
     Ok(())
-}
-
-/// A job submitted by hand with sbatch, cancelled when dropped.
-struct SlurmJob(String);
-
-impl SlurmJob {
-    fn submit(args: &[&str]) -> anyhow::Result<Self> {
-        let mut all = vec!["sbatch", "--parsable"];
-        all.extend_from_slice(args);
-        Ok(Self(in_slurm_root(&all)?.trim().to_string()))
-    }
-}
-
-impl Drop for SlurmJob {
-    fn drop(&mut self) {
-        let _ = in_slurm_root(&["scancel", &self.0]);
-    }
 }

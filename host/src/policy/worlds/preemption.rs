@@ -7,7 +7,9 @@ use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
 use crate::policy::bindings::preemption::PreemptionPre;
-use crate::policy::bindings::preemption_types::{Candidate, Node, PreemptionDecision, Preemptor, WorkloadKind};
+use crate::policy::bindings::preemption_types::{
+    Candidate, Node, PreemptMode, PreemptionDecision, Preemptor, WorkloadKind,
+};
 use crate::policy::bundled;
 use crate::policy::engine::StoreState;
 use crate::policy::world::{World, check_text_size};
@@ -42,16 +44,29 @@ impl World for PreemptionWorld {
         pre.instantiate(&mut *store)?.call_choose_victims(store, &input.preemptor, &input.nodes, &input.candidates)
     }
 
-    /// Victims must be distinct candidates: a policy cannot name a job the host did not offer.
+    /// Victims must be distinct candidates below the preemptor's priority (a policy cannot name a job
+    /// the host did not offer, nor one that outranks the waiting work), made to go in a way the host
+    /// can carry out: slurmrestd (v0.0.42) has no requeue operation.
     fn check(input: &ChooseVictimsInput, output: &PreemptionDecision) -> Result<(), String> {
-        let offered: HashSet<u32> = input.candidates.iter().map(|c| c.job_id).collect();
         let mut chosen = HashSet::new();
         for victim in &output.victims {
-            if !offered.contains(&victim.job_id) {
+            let Some(candidate) = input.candidates.iter().find(|c| c.job_id == victim.job_id) else {
                 return Err(format!("victim job {} that is not among the candidates", victim.job_id));
-            }
+            };
             if !chosen.insert(victim.job_id) {
                 return Err(format!("victim job {} twice", victim.job_id));
+            }
+            if candidate.priority >= input.preemptor.priority {
+                return Err(format!(
+                    "victim job {} of priority {}, not below the preemptor's {}",
+                    victim.job_id, candidate.priority, input.preemptor.priority
+                ));
+            }
+            if victim.mode == PreemptMode::Requeue {
+                return Err(format!(
+                    "victim job {}: requeue (slurmrestd cannot requeue a job; cancel it, or evict a pod)",
+                    victim.job_id
+                ));
             }
         }
         check_text_size([output.reason.as_str()])

@@ -1,0 +1,128 @@
+//! Carries out a preemption decision: victims' pods are evicted (PodDisruptionBudgets honoured),
+//! Slurm jobs are cancelled with the reason left on the job, and everyone involved hears why.
+//!
+//! Pods go first: should a budget refuse an eviction, the round stops before any Slurm job is
+//! cancelled, since the waiting pod would not fit anyway.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+
+use super::super::metrics::PreemptionResult;
+use super::super::placeholder::linked_pods;
+use super::super::{Context, Error};
+use crate::policy::worlds::ChooseVictimsInput;
+use crate::policy::{Candidate, PreemptMode, PreemptionDecision, Victim, WorkloadKind};
+use crate::slurm::JobUpdate;
+
+/// What happened, for the waiting pod's condition, and whether victims are on their way out.
+pub async fn carry_out(
+    pod: &Pod,
+    input: &ChooseVictimsInput,
+    decision: &PreemptionDecision,
+    ctx: &Context,
+) -> Result<(String, bool), Error> {
+    let chosen: Vec<(&Victim, &Candidate)> = decision
+        .victims
+        .iter()
+        .filter_map(|victim| input.candidates.iter().find(|c| c.job_id == victim.job_id).map(|c| (victim, c)))
+        .collect();
+    let preemptor = &input.preemptor;
+    let by = format!("{} (priority {})", preemptor.name, preemptor.priority);
+    let mut evicted = Vec::new();
+
+    for (victim, candidate) in chosen.iter().filter(|(victim, _)| victim.mode == PreemptMode::Evict) {
+        for victim_pod in pods_of(candidate.job_id, ctx).await? {
+            if let Some(refusal) = ctx.writer.evict(&victim_pod, victim.grace_seconds).await? {
+                let note = format!("cannot preempt {}: its eviction was refused ({refusal})", candidate.name);
+                ctx.writer.event(pod, true, "PreemptionBlocked", "Preempt", note.clone()).await;
+                ctx.metrics.preemption(PreemptionResult::blocked);
+                // Pods evicted before the refusal are leaving: keep them from being chosen twice.
+                ctx.preemptions.record(input.preemptor.job_id.unwrap_or_default(), evicted.iter().copied());
+                return Ok((note, !evicted.is_empty()));
+            }
+            let note = format!("preempted by {by}: {}", decision.reason);
+            ctx.writer.event(&victim_pod, true, "Preempted", "Preempt", note).await;
+        }
+        evicted.push(candidate.job_id);
+        ctx.metrics.victim(kind_label(candidate.kind), "evict");
+    }
+    for (_, candidate) in chosen.iter().filter(|(victim, _)| victim.mode != PreemptMode::Evict) {
+        let job_id = candidate.job_id;
+        // A placeholder's admin comment is its link to its pods: its pods' Events carry the reason.
+        let mut admin_comment = None;
+        if candidate.kind == WorkloadKind::SlurmJob {
+            let marked = with_mark(ctx, job_id, &format!("sunk: preempted by pod {by}"));
+            // The mark is best effort (a job may refuse updates); the cancellation is what makes room.
+            let update = JobUpdate { admin_comment: Some(marked.clone()), ..Default::default() };
+            match ctx.slurm.update_job(job_id, &update).await {
+                Ok(()) => admin_comment = Some(marked),
+                Err(error) => {
+                    tracing::info!(job = job_id, %error, "could not leave the preemption's reason on the job")
+                }
+            }
+        }
+        ctx.slurm.cancel(job_id).await?;
+        ctx.jobs.record_cancelled(job_id, admin_comment.as_deref());
+        for victim_pod in pods_of(job_id, ctx).await? {
+            let note = format!("its Slurm job {job_id} was preempted by {by}: {}", decision.reason);
+            ctx.writer.event(&victim_pod, true, "Preempted", "Preempt", note).await;
+        }
+        ctx.metrics.victim(kind_label(candidate.kind), "cancel");
+    }
+    ctx.preemptions.record(preemptor.job_id.unwrap_or_default(), chosen.iter().map(|(_, c)| c.job_id));
+    ctx.metrics.preemption(PreemptionResult::preempted);
+    let named: Vec<String> = chosen.iter().map(|(victim, candidate)| describe(victim, candidate)).collect();
+    let note = format!("preempting {}: {}", named.join(", "), decision.reason);
+    tracing::info!(pod = %preemptor.name, "{note}");
+    ctx.writer.event(pod, false, "Preempting", "Preempt", note.clone()).await;
+    Ok((note, true))
+}
+
+/// The pods a job stands for that still exist.
+async fn pods_of(job_id: u32, ctx: &Context) -> Result<Vec<Pod>, Error> {
+    let holding = ctx.jobs.holding();
+    let Some(job) = holding.iter().find(|job| job.job_id == job_id) else { return Ok(Vec::new()) };
+    let mut pods = Vec::new();
+    for key in linked_pods(&job.admin_comment) {
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+        if let Some(pod) = api.get_opt(&key.name).await?
+            && pod.metadata.uid.as_deref() == Some(key.uid.as_str())
+        {
+            pods.push(pod);
+        }
+    }
+    Ok(pods)
+}
+
+/// The job's admin comment with the preemption's reason added (an administrator's comment is kept).
+fn with_mark(ctx: &Context, job_id: u32, mark: &str) -> String {
+    let holding = ctx.jobs.holding();
+    let current = holding.iter().find(|job| job.job_id == job_id).map(|job| job.admin_comment.as_str());
+    match current {
+        Some(current) if !current.is_empty() => format!("{current}; {mark}"),
+        _ => mark.to_owned(),
+    }
+}
+
+fn describe(victim: &Victim, candidate: &Candidate) -> String {
+    let how = match victim.mode {
+        PreemptMode::Evict => "evicted",
+        _ => "cancelled",
+    };
+    match candidate.kind {
+        WorkloadKind::Pod => {
+            format!("pod {} (Slurm job {}, priority {}, {how})", candidate.name, candidate.job_id, candidate.priority)
+        }
+        WorkloadKind::SlurmJob => format!(
+            "Slurm job {} ({}, user {}, account {}, priority {}, {how})",
+            candidate.job_id, candidate.name, candidate.user, candidate.account, candidate.priority
+        ),
+    }
+}
+
+fn kind_label(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::Pod => "pod",
+        WorkloadKind::SlurmJob => "slurm_job",
+    }
+}

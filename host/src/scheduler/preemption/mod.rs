@@ -1,0 +1,175 @@
+//! Preemption in both directions.
+//!
+//! Kubernetes -> Slurm: a pod whose placeholder waits for resources (`Resources`) asks the
+//! `preemption` policy whether lower-priority work on the nodes it may use should make room, and the
+//! host carries out the answer ([`consider`]). Priorities are Slurm's: the job-mapper turns a pod's
+//! PriorityClass into its placeholder's priority, so pods and Slurm jobs are ranked on one scale.
+//! Nothing is preempted while Slurm's lists may be stale, for a pod without a PriorityClass or that
+//! says `preemptionPolicy: Never`, or while an earlier round for the same job is still under way.
+//!
+//! Slurm -> Kubernetes: a placeholder Slurm's own preemption took ([`by_slurm`]) deletes its pod, with
+//! an Event naming the job that preempted it.
+
+pub mod by_slurm;
+mod execute;
+mod in_flight;
+mod offer;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+pub use in_flight::InFlight;
+
+use super::job_cache::Placeholder;
+use super::metrics::PreemptionResult;
+use super::placeholder::linked_pods;
+use super::reconcile::leaving;
+use super::submit::pod_spec;
+use super::{Context, Error, exclusions};
+use crate::slurm::{Job, JobState, expand_hostlist};
+
+/// Slurm's reason for a job that waits for nodes to free. (`Priority` is not enough: a job of higher
+/// priority waits first, and room made now would go to it.)
+const WAITING_FOR_RESOURCES: &str = "Resources";
+
+/// How long a job listing may go unanswered before nothing is preempted on it.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// What a preemption pass did, for the waiting pod's condition.
+pub struct Outcome {
+    pub note: String,
+    /// Victims are on their way out: look again soon, not at the next routine pass.
+    pub under_way: bool,
+}
+
+impl Outcome {
+    fn settled(note: impl Into<String>) -> Option<Self> {
+        Some(Self { note: note.into(), under_way: false })
+    }
+}
+
+/// Asks the preemption policy to make room for a pod whose placeholder waits, and carries out its
+/// answer. `None` when preemption does not apply.
+pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Option<Outcome>, Error> {
+    let job = &placeholder.job;
+    if !ctx.preemption || job.state_reason != WAITING_FOR_RESOURCES || never_preempts(pod) {
+        return Ok(None);
+    }
+    let holding = ctx.jobs.holding();
+    if let Some(busy) = ctx.preemptions.busy(job.job_id, &holding) {
+        return Ok(Some(Outcome { note: busy, under_way: true }));
+    }
+    // Fail closed: a decision on a stale view could kill a job that has already gone or moved.
+    if ctx.jobs.unreachable(PATIENCE).is_some() {
+        return Ok(None);
+    }
+    let (Ok(snapshot), Ok(verdict)) = (ctx.placement.slurm_nodes.snapshot(), ctx.placement.verdict(pod_spec(pod)))
+    else {
+        return Ok(None);
+    };
+    let excluded = exclusions::current(job);
+    let allowed: BTreeSet<String> = verdict.eligible.into_iter().filter(|node| !excluded.contains(node)).collect();
+    let mut leaving_jobs = ctx.preemptions.victims();
+    leaving_jobs.extend(jobs_of_leaving_pods(&holding, ctx));
+    let views = offer::Views {
+        nodes: snapshot.nodes().collect(),
+        holding: &holding,
+        allowed: &allowed,
+        leaving: &leaving_jobs,
+        grace: &grace_periods(ctx),
+        now: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs()),
+    };
+    let name = format!("{}/{}", placeholder.pod.namespace, placeholder.pod.name);
+    let Some(input) = offer::offer(job, &name, &views) else {
+        ctx.metrics.preemption(PreemptionResult::none);
+        return Ok(Outcome::settled("no running job on the nodes it may use could make room"));
+    };
+    // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
+    let decision = match tokio::task::block_in_place(|| ctx.policies.preemption.decide(&input)) {
+        Ok(decision) => decision,
+        Err(error) => {
+            ctx.metrics.preemption(PreemptionResult::error);
+            return Ok(Outcome::settled(format!("the preemption policy failed: {error}")));
+        }
+    };
+    if decision.victims.is_empty() {
+        ctx.metrics.preemption(PreemptionResult::none);
+        return Ok(Outcome::settled(format!("preempting nothing: {}", decision.reason)));
+    }
+    let (note, under_way) = execute::carry_out(pod, &input, &decision, ctx).await?;
+    Ok(Some(Outcome { note, under_way }))
+}
+
+/// Only a pod with a PriorityClass above zero preempts, unless it opts out as Kubernetes lets it
+/// (`preemptionPolicy: Never`). Without one, its placeholder's priority is whatever Slurm computed
+/// (with `priority/basic`, older jobs rank higher), which says nothing about what may be killed for it.
+fn never_preempts(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else { return true };
+    spec.priority.is_none_or(|priority| priority <= 0) || spec.preemption_policy.as_deref() == Some("Never")
+}
+
+/// Placeholders whose every pod is leaving: what they hold is about to be free.
+fn jobs_of_leaving_pods(holding: &[Job], ctx: &Context) -> Vec<u32> {
+    let pods: HashMap<String, std::sync::Arc<Pod>> =
+        ctx.pods.state().into_iter().filter_map(|pod| pod.uid().map(|uid| (uid, pod))).collect();
+    holding
+        .iter()
+        .filter(|job| {
+            let linked = linked_pods(&job.admin_comment);
+            !linked.is_empty() && linked.iter().all(|key| pods.get(&key.uid).is_some_and(|pod| leaving(pod).is_some()))
+        })
+        .map(|job| job.job_id)
+        .collect()
+}
+
+/// The grace period of every pod this scheduler watches, by `<namespace>/<name>`.
+fn grace_periods(ctx: &Context) -> HashMap<String, u32> {
+    ctx.pods
+        .state()
+        .iter()
+        .map(|pod| {
+            let grace = pod.spec.as_ref().and_then(|spec| spec.termination_grace_period_seconds).unwrap_or(30);
+            let name = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+            (name, u32::try_from(grace.max(0)).unwrap_or(u32::MAX))
+        })
+        .collect()
+}
+
+/// Whether Slurm's own preemption took a bound pod's placeholder `job` (ended PREEMPTED, or pending
+/// again after a requeue): the Event's note naming the job that did, or how long to wait for that job
+/// to start. `None` when nothing says it was preempted (a requeue after a node failure, say).
+pub fn taken_by_slurm(pod: &Pod, job: &Job, ctx: &Context) -> Option<Result<String, Duration>> {
+    let kube_node = pod.spec.as_ref()?.node_name.as_deref()?;
+    let preempted_at = job.preempt_time.get().filter(|time| *time > 0);
+    let requeued = job.state() == JobState::Pending;
+    let since = match preempted_at {
+        Some(at) => at,
+        None if requeued => bound_at(pod)?,
+        None => return None,
+    };
+    // A requeued job's listing may no longer name its nodes: the slurmd pods on the pod's Node do.
+    let mut nodes: BTreeSet<String> = expand_hostlist(&job.nodes).unwrap_or_default().into_iter().collect();
+    if nodes.is_empty() {
+        nodes =
+            ctx.slurmd.kube_nodes().into_iter().filter(|(_, kube)| kube == kube_node).map(|(slurm, _)| slurm).collect();
+    }
+    let holding = ctx.jobs.holding();
+    let who = match by_slurm::preemptor(job.job_id, &nodes, since, &holding) {
+        Some(preemptor) => by_slurm::describe(preemptor),
+        None if !ctx.requeued_seen.patience_over(job.job_id) => return Some(Err(Duration::from_secs(1))),
+        None if preempted_at.is_some() => "a job Slurm does not name".to_string(),
+        None => return None,
+    };
+    let nodes: Vec<String> = nodes.into_iter().collect();
+    Some(Ok(format!("deleting the pod: {who} preempted its Slurm job {} on {}", job.job_id, nodes.join(","))))
+}
+
+/// When the pod was bound (its PodScheduled condition turned True), in UNIX seconds.
+fn bound_at(pod: &Pod) -> Option<u64> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let scheduled = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True")?;
+    u64::try_from(scheduled.last_transition_time.as_ref()?.0.as_second()).ok()
+}

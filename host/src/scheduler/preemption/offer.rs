@@ -1,0 +1,216 @@
+//! What the preemption policy is shown: the waiting job, the nodes that could serve it with what is
+//! free on each, and the running jobs there that could make room. Pure: everything comes from one
+//! Slurm node listing and one job listing, so the same views always give the same offer.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::policy::worlds::ChooseVictimsInput;
+use crate::policy::{Candidate, Node as PolicyNode, Preemptor, WorkloadKind};
+use crate::slurm::{Job, JobState, Node, Resources, expand_hostlist};
+
+use super::super::placeholder::linked_pods;
+
+/// The views an offer is drawn from.
+pub struct Views<'a> {
+    /// Slurm's nodes, as last listed.
+    pub nodes: Vec<&'a Node>,
+    /// Every job holding nodes now.
+    pub holding: &'a [Job],
+    /// Nodes the waiting job may use (its placement rules and its own exclusions).
+    pub allowed: &'a BTreeSet<String>,
+    /// Jobs already on their way out (cancelled, or whose pod is leaving): what they hold counts as free.
+    pub leaving: &'a BTreeSet<u32>,
+    /// A pod's grace period by `<namespace>/<name>`, for the pods sunk knows.
+    pub grace: &'a HashMap<String, u32>,
+    /// The wall clock, in UNIX seconds.
+    pub now: u64,
+}
+
+/// The policy input for `waiting`, or `None` when no running job stands in its way.
+pub fn offer(waiting: &Job, name: &str, views: &Views) -> Option<ChooseVictimsInput> {
+    let partition = waiting.partition.as_str();
+    let usable: Vec<&Node> = views
+        .nodes
+        .iter()
+        .copied()
+        .filter(|node| views.allowed.contains(&node.name))
+        .filter(|node| partition.is_empty() || node.partitions.iter().any(|p| p == partition))
+        .filter(|node| node.flags().is_responsive() && !node.flags().is_draining())
+        .collect();
+    let usable_names: BTreeSet<&str> = usable.iter().map(|node| node.name.as_str()).collect();
+
+    let mut freeing: HashMap<String, Resources> = HashMap::new();
+    let mut candidates = Vec::new();
+    for job in views.holding.iter().filter(|job| job.job_id != waiting.job_id) {
+        let nodes = expand_hostlist(&job.nodes).unwrap_or_default();
+        if !nodes.iter().any(|node| usable_names.contains(node.as_str())) {
+            continue;
+        }
+        if job.state() != JobState::Running || views.leaving.contains(&job.job_id) {
+            for node in &nodes {
+                let sum = freeing.entry(node.clone()).or_default();
+                *sum = sum.plus(job.held_per_node());
+            }
+            continue;
+        }
+        candidates.push(candidate(job, nodes, views));
+    }
+    if candidates.is_empty() {
+        return None;
+    }
+    let need = waiting.asked_per_node();
+    let preemptor = Preemptor {
+        kind: WorkloadKind::Pod,
+        name: name.to_owned(),
+        job_id: Some(waiting.job_id),
+        priority: priority(waiting),
+        partition: waiting.partition.clone(),
+        node_count: u32::try_from(waiting.nodes_needed()).unwrap_or(u32::MAX),
+        cpus: saturate(need.cpus),
+        memory_mib: need.memory_mib,
+        gpus: saturate(need.gpus),
+    };
+    let nodes = usable
+        .iter()
+        .map(|node| {
+            let free = node.free().plus(freeing.get(&node.name).copied().unwrap_or_default());
+            PolicyNode {
+                name: node.name.clone(),
+                free_cpus: saturate(free.cpus),
+                free_memory_mib: free.memory_mib,
+                free_gpus: saturate(free.gpus),
+            }
+        })
+        .collect();
+    Some(ChooseVictimsInput { preemptor, nodes, candidates })
+}
+
+fn candidate(job: &Job, nodes: Vec<String>, views: &Views) -> Candidate {
+    let pods = linked_pods(&job.admin_comment);
+    let (kind, name) = match pods.first() {
+        Some(pod) => (WorkloadKind::Pod, format!("{}/{}", pod.namespace, pod.name)),
+        None => (WorkloadKind::SlurmJob, job.name.clone()),
+    };
+    let grace = match kind {
+        // Kubernetes' default grace period for a pod sunk does not watch.
+        WorkloadKind::Pod => views.grace.get(&name).copied().unwrap_or(30),
+        WorkloadKind::SlurmJob => 0,
+    };
+    let held = job.held_per_node();
+    Candidate {
+        job_id: job.job_id,
+        kind,
+        name,
+        user: job.user_name.clone(),
+        account: job.account.clone(),
+        partition: job.partition.clone(),
+        priority: priority(job),
+        nodes,
+        cpus: saturate(held.cpus),
+        memory_mib: held.memory_mib,
+        gpus: saturate(held.gpus),
+        run_seconds: job.start_time.get().map_or(0, |start| views.now.saturating_sub(start)),
+        requeue_allowed: job.requeue,
+        grace_seconds: grace,
+    }
+}
+
+/// A job's Slurm priority (0, as a held job has, when Slurm lists none).
+pub fn priority(job: &Job) -> u32 {
+    job.priority.get().map_or(0, saturate)
+}
+
+fn saturate(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::PodKey;
+    use crate::slurm::NoValue;
+
+    fn node(name: &str, alloc_cpus: u64) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "state": ["MIXED"], "cpus": 2, "alloc_cpus": alloc_cpus,
+            "real_memory": 8192, "alloc_memory": alloc_cpus * 256, "partitions": ["batch"]
+        }))
+        .unwrap()
+    }
+
+    fn running(job_id: u32, node: &str, priority: u64) -> Job {
+        Job {
+            job_id,
+            name: format!("job-{job_id}"),
+            job_state: vec!["RUNNING".into()],
+            nodes: node.into(),
+            partition: "batch".into(),
+            priority: NoValue::of(priority),
+            tres_alloc_str: "cpu=2,mem=512M,node=1".into(),
+            start_time: NoValue::of(1_000),
+            account: "physics".into(),
+            ..Default::default()
+        }
+    }
+
+    fn waiting() -> Job {
+        Job {
+            job_id: 9,
+            job_state: vec!["PENDING".into()],
+            partition: "batch".into(),
+            priority: NoValue::of(100),
+            cpus: NoValue::of(2),
+            memory_per_node: NoValue::of(256),
+            ..Default::default()
+        }
+    }
+
+    fn offered(holding: &[Job], leaving: &[u32]) -> Option<ChooseVictimsInput> {
+        let (n1, n2, n3) = (node("n1", 2), node("n2", 2), node("n3", 0));
+        let allowed: BTreeSet<String> = ["n1", "n2"].map(String::from).into();
+        let leaving: BTreeSet<u32> = leaving.iter().copied().collect();
+        let grace = HashMap::from([("ml/serve".to_string(), 15)]);
+        let views = Views {
+            nodes: vec![&n1, &n2, &n3],
+            holding,
+            allowed: &allowed,
+            leaving: &leaving,
+            grace: &grace,
+            now: 1_060,
+        };
+        offer(&waiting(), "ml/urgent", &views)
+    }
+
+    #[test]
+    fn offers_the_running_jobs_on_the_nodes_the_pod_may_use() {
+        let mut serve = running(2, "n2", 50);
+        serve.admin_comment = PodKey { namespace: "ml".into(), name: "serve".into(), uid: "u".into() }.link();
+        let elsewhere = running(3, "n3", 1);
+        let input = offered(&[running(1, "n1", 10), serve, elsewhere, waiting()], &[]).unwrap();
+        assert_eq!(input.preemptor.priority, 100);
+        assert_eq!((input.preemptor.cpus, input.preemptor.memory_mib), (2, 256));
+        let names: Vec<_> = input.nodes.iter().map(|n| (n.name.as_str(), n.free_cpus)).collect();
+        assert_eq!(names, [("n1", 0), ("n2", 0)], "n3 is not allowed");
+        let ids: Vec<_> = input.candidates.iter().map(|c| c.job_id).collect();
+        assert_eq!(ids, [1, 2]);
+        let pod = &input.candidates[1];
+        assert_eq!((pod.kind, pod.name.as_str(), pod.grace_seconds), (WorkloadKind::Pod, "ml/serve", 15));
+        let job = &input.candidates[0];
+        assert_eq!((job.cpus, job.memory_mib, job.run_seconds, job.account.as_str()), (2, 512, 60, "physics"));
+    }
+
+    #[test]
+    fn what_a_leaving_job_holds_counts_as_free_and_it_is_no_candidate() {
+        let mut completing = running(2, "n2", 50);
+        completing.job_state = vec!["CANCELLED".into(), "COMPLETING".into()];
+        let input = offered(&[running(1, "n1", 10), running(4, "n1", 5), completing], &[4]).unwrap();
+        let free: Vec<_> = input.nodes.iter().map(|n| (n.name.as_str(), n.free_cpus)).collect();
+        assert_eq!(free, [("n1", 2), ("n2", 2)]);
+        assert_eq!(input.candidates.iter().map(|c| c.job_id).collect::<Vec<_>>(), [1]);
+        assert!(offered(&[completing_only()], &[]).is_none(), "nothing running: nothing to offer");
+    }
+
+    fn completing_only() -> Job {
+        Job { job_state: vec!["COMPLETED".into(), "COMPLETING".into()], ..running(5, "n1", 1) }
+    }
+}

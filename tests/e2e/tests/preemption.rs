@@ -1,0 +1,214 @@
+//! Preemption both ways, on the local cluster's two Slurm nodes (2 CPUs each):
+//! - a pod with a PriorityClass that Slurm has no room for preempts the lowest-priority running Slurm
+//!   job the preemption policy chooses, and is bound where it ran; a pod of equal priority preempts
+//!   nothing;
+//! - a custom preemption policy pushed while the host runs changes the victim of the next preemption;
+//! - a Slurm job of a higher-tier partition (`urgent`, slurm.conf's `preempt/partition_prio`) that
+//!   preempts a pod's placeholder deletes the pod with its grace period and an Event naming the job.
+
+use std::time::Duration;
+
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use sunk::slurm::{Job, JobState};
+use sunk_e2e::{Cluster, SlurmJob, example_policy, node_name, pod, repo_root, scheduled_condition, wait_for};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A cluster-scoped PriorityClass named after the test's namespace, deleted when dropped.
+struct Priority {
+    api: Api<PriorityClass>,
+    name: String,
+}
+
+impl Priority {
+    async fn create(cluster: &Cluster, suffix: &str, value: i32) -> anyhow::Result<Self> {
+        let api: Api<PriorityClass> = Api::all(cluster.kube.clone());
+        let name = format!("{}-{suffix}", cluster.namespace);
+        let class: PriorityClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}, "value": value,
+        }))?;
+        api.create(&PostParams::default(), &class).await?;
+        Ok(Self { api, name })
+    }
+}
+
+impl Drop for Priority {
+    fn drop(&mut self) {
+        let (api, name) = (self.api.clone(), self.name.clone());
+        // Drop cannot await: delete from a thread of its own (the test's runtime may be ending).
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(api.delete(&name, &DeleteParams::default())).map(drop).map_err(anyhow::Error::from)
+        })
+        .join();
+    }
+}
+
+/// A whole-node pod (2 CPUs) of this priority class.
+fn ranked_pod(name: &str, class: &Priority) -> serde_json::Value {
+    let mut pod = pod(name, "2", "256Mi");
+    pod["spec"]["priorityClassName"] = class.name.clone().into();
+    pod
+}
+
+/// A whole-node Slurm job of this priority and account, running once this returns.
+async fn running_job(cluster: &Cluster, priority: u32, account: &str) -> anyhow::Result<SlurmJob> {
+    let priority = format!("--priority={priority}");
+    let job = SlurmJob::submit(&["-A", account, &priority, "-c", "2", "--mem=256M", "--wrap", "sleep 600"])?;
+    wait_state(cluster, job.id(), "running", |job| job.state() == JobState::Running).await?;
+    Ok(job)
+}
+
+async fn wait_state(cluster: &Cluster, id: u32, what: &str, check: impl Fn(&Job) -> bool) -> anyhow::Result<Job> {
+    wait_for(&format!("Slurm job {id} {what}"), WAIT, || async {
+        cluster.slurm.job(id).await.ok().flatten().filter(|job| check(job))
+    })
+    .await
+}
+
+fn start_preempting_host(cluster: &mut Cluster) -> anyhow::Result<()> {
+    cluster.start_host(&[("SUNK_PREEMPTION", "true")])?;
+    Ok(())
+}
+
+/// Waits for the pod to be bound; returns the Kubernetes Node.
+async fn bound(cluster: &Cluster, name: &str) -> anyhow::Result<String> {
+    let pod = cluster.wait_pod(name, &format!("{name} to be bound"), WAIT, |pod| node_name(pod).is_some()).await?;
+    Ok(node_name(&pod).unwrap_or_default().to_string())
+}
+
+#[tokio::test]
+async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_nothing() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("preempt").await?;
+    start_preempting_host(&mut cluster)?;
+    let (low, high) = (Priority::create(&cluster, "low", 10).await?, Priority::create(&cluster, "high", 100).await?);
+    let lowest = running_job(&cluster, 10, "physics").await?;
+    let other = running_job(&cluster, 20, "bio").await?;
+
+    // Priority 10 against jobs of 10 and 20: nobody ranks below it.
+    cluster.create_pod(ranked_pod("equal", &low)).await?;
+    let waiting = cluster
+        .wait_pod("equal", "the equal pod to be told nothing is preempted", WAIT, |pod| {
+            scheduled_condition(pod).is_some_and(|(_, _, message)| message.contains("preempting nothing"))
+        })
+        .await?;
+    assert_eq!(scheduled_condition(&waiting).map(|(_, reason, _)| reason).as_deref(), Some("Unschedulable"));
+    for job in [&lowest, &other] {
+        let listed = cluster.slurm.job(job.id()).await?.expect("listed");
+        assert_eq!(listed.state(), JobState::Running, "the equal pod preempted nothing: {listed:?}");
+    }
+    cluster.delete_pod("equal").await?;
+
+    // Priority 100: the policy takes the lowest-priority job, and the pod runs where it ran.
+    let lowest_node = cluster.slurm.job(lowest.id()).await?.expect("listed").nodes;
+    cluster.create_pod(ranked_pod("urgent", &high)).await?;
+    let node = bound(&cluster, "urgent").await?;
+    assert_eq!(Some(node), cluster.kube_node_of(&lowest_node).await?, "bound where the victim ran");
+    let victim = wait_state(&cluster, lowest.id(), "cancelled", |job| job.state() == JobState::Ended).await?;
+    assert!(victim.admin_comment.contains("preempted by pod"), "the reason is on the job: {victim:?}");
+    assert!(victim.admin_comment.contains("/urgent (priority 100)"), "{victim:?}");
+    let spared = cluster.slurm.job(other.id()).await?.expect("listed");
+    assert_eq!(spared.state(), JobState::Running, "only the lowest-priority job goes: {spared:?}");
+    let id = lowest.id().to_string();
+    cluster
+        .wait_event("urgent", "a Preempting Event naming the victim", |reason, note| {
+            reason == "Preempting" && note.contains(&format!("Slurm job {id} (")) && note.contains("account physics")
+        })
+        .await?;
+    drop((low, high));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_preemption_policy_pushed_while_running_changes_the_next_victim() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("preempt-policy").await?;
+    start_preempting_host(&mut cluster)?;
+    let high = Priority::create(&cluster, "high", 100).await?;
+    let physics = running_job(&cluster, 10, "physics").await?;
+    let bio = running_job(&cluster, 20, "bio").await?;
+
+    // The bundled default takes the lowest priority: the physics job.
+    cluster.create_pod(ranked_pod("first", &high)).await?;
+    bound(&cluster, "first").await?;
+    wait_state(&cluster, physics.id(), "preempted", |job| job.state() == JobState::Ended).await?;
+    cluster.delete_pod("first").await?;
+    wait_for("the first pod's job to end", WAIT, || async {
+        let left = cluster.jobs_in_namespace().await.ok()?;
+        left.iter().all(|(_, job)| job.state() == JobState::Ended).then_some(())
+    })
+    .await?;
+    let physics_again = running_job(&cluster, 10, "physics").await?;
+
+    let module = example_policy("protected-accounts")?;
+    let config = repo_root().join("examples/policies/protected-accounts/config.example");
+    let output = cluster.sunk_cli(&[
+        "policy",
+        "push",
+        module.to_str().unwrap(),
+        "--name",
+        "protected-accounts",
+        "-n",
+        &cluster.namespace,
+        "--config-file",
+        config.to_str().unwrap(),
+    ])?;
+    anyhow::ensure!(output.status.success(), "push: {}", String::from_utf8_lossy(&output.stderr));
+
+    // physics is protected now: the bio job goes instead, although it ranks higher.
+    cluster.create_pod(ranked_pod("second", &high)).await?;
+    bound(&cluster, "second").await?;
+    wait_state(&cluster, bio.id(), "preempted", |job| job.state() == JobState::Ended).await?;
+    let kept = cluster.slurm.job(physics_again.id()).await?.expect("listed");
+    assert_eq!(kept.state(), JobState::Running, "the protected account's job stays: {kept:?}");
+    drop(high);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_slurm_job_of_a_higher_tier_partition_preempts_a_pods_placeholder() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("preempt-slurm").await?;
+    start_preempting_host(&mut cluster)?;
+    // Both nodes held by pods whose containers ignore SIGTERM, so a graceful deletion takes its 10 s.
+    for name in ["held-1", "held-2"] {
+        let mut held = pod(name, "2", "256Mi");
+        held["spec"]["terminationGracePeriodSeconds"] = 10.into();
+        held["spec"]["containers"][0]["command"] = serde_json::json!(["sleep", "3600"]);
+        cluster.create_pod(held).await?;
+    }
+    for name in ["held-1", "held-2"] {
+        cluster
+            .wait_pod(name, "the pod to run", WAIT, |pod| {
+                pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
+            })
+            .await?;
+    }
+
+    let urgent = SlurmJob::submit(&["-p", "urgent", "-c", "2", "--mem=256M", "--wrap", "sleep 600"])?;
+    wait_state(&cluster, urgent.id(), "running", |job| job.state() == JobState::Running).await?;
+    let id = urgent.id().to_string();
+    let preempted = wait_for("a pod to be deleted for the urgent job", WAIT, || async {
+        for name in ["held-1", "held-2"] {
+            let events = cluster.events_of(name).await.ok()?;
+            if events
+                .iter()
+                .any(|(reason, note)| reason == "SlurmJobPreempted" && note.contains(&format!("Slurm job {id} ")))
+            {
+                return Some(name);
+            }
+        }
+        None
+    })
+    .await?;
+    // Deleted gracefully: with its own grace period, not at once.
+    let leaving = cluster.pods().get_opt(preempted).await?;
+    if let Some(leaving) = leaving {
+        assert!(leaving.metadata.deletion_timestamp.is_some(), "being deleted: {:?}", leaving.metadata);
+        assert_eq!(leaving.metadata.deletion_grace_period_seconds, Some(10), "with its grace period");
+    }
+    let other = if preempted == "held-1" { "held-2" } else { "held-1" };
+    let spared = cluster.pods().get(other).await?;
+    assert!(spared.metadata.deletion_timestamp.is_none(), "one node was enough: {other} stays");
+    Ok(())
+}
