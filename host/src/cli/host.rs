@@ -169,8 +169,8 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     }
     let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
     // One cache of Slurm's nodes, polled once, read by every controller that needs it.
-    let slurm_nodes =
-        (args.nodeset_controller || args.syncer).then(|| NodeCache::new(NodeCacheConfig::every(poll_interval)));
+    let slurm_nodes = (args.nodeset_controller || args.syncer || args.scheduler)
+        .then(|| NodeCache::new(NodeCacheConfig::every(poll_interval)));
     if let Some(slurm_nodes) = &slurm_nodes {
         slurm_nodes.register(&mut registry);
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
@@ -232,7 +232,7 @@ async fn writers(
         let syncer = crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
         controllers.push(syncer.boxed());
     }
-    if let (Some(slurm_nodes), true) = (slurm_nodes, args.nodeset_controller) {
+    if let (Some(slurm_nodes), true) = (slurm_nodes.clone(), args.nodeset_controller) {
         let cluster = ClusterSettings {
             conf_server: conf_server(args.slurmctld_address.as_deref(), &args.slurm_url)?,
             slurm_key_secret: args.slurm_key_secret.clone(),
@@ -241,7 +241,7 @@ async fn writers(
             nodeset::Config { cluster, namespace: args.nodeset_namespace.clone(), metrics: metrics.passes.clone() };
         controllers.push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
     }
-    if args.scheduler {
+    if let (Some(slurm_nodes), true) = (slurm_nodes, args.scheduler) {
         // Read once: a partition added later needs a host restart before pods may name it.
         let partitions = slurm.partitions().await.context("listing Slurm partitions")?;
         let config = scheduler::Config {
@@ -258,7 +258,7 @@ async fn writers(
             fast_path: args.fast_path,
             preemption: args.preemption,
         };
-        controllers.push(scheduler::run(client, slurm, policies, config).boxed());
+        controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
     }
     futures::future::try_join_all(controllers).await.map(drop)
 }

@@ -36,7 +36,7 @@ pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
 
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
-use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmError};
+use crate::slurm::{NodeCache, SlurmClient, SlurmError};
 use placement::Placement;
 
 /// What the scheduler is told at start-up.
@@ -89,8 +89,15 @@ pub enum Error {
     Policy(#[from] PolicyError),
 }
 
-/// Runs the scheduler until a termination signal arrives.
-pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, config: Config) -> anyhow::Result<()> {
+/// Runs the scheduler until a termination signal arrives. `slurm_nodes` is the host's one cache of
+/// Slurm's nodes, polled by whoever runs it (`NodeCache::run`).
+pub async fn run(
+    client: Client,
+    slurm: SlurmClient,
+    slurm_nodes: NodeCache,
+    policies: Arc<Policies>,
+    config: Config,
+) -> anyhow::Result<()> {
     let (slurmd_store, slurmd_writer) = reflector::store();
     let slurmd_watch = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(SLURM_NODE_LABEL));
     tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().touched_objects().for_each(|_| async {}));
@@ -98,8 +105,6 @@ pub async fn run(client: Client, slurm: SlurmClient, policies: Arc<Policies>, co
     let (nodes_store, nodes_writer) = reflector::store();
     let nodes_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default());
     tokio::spawn(reflector(nodes_writer, nodes_watch).default_backoff().touched_objects().for_each(|_| async {}));
-    let slurm_nodes = NodeCache::new(NodeCacheConfig::every(config.poll_interval));
-    tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
     // Fail closed: until the Nodes and slurmd pods are listed, a taint cannot be seen, and a job on a
     // tainted node would be bound.
     slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;

@@ -10,15 +10,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use sunk::slurm::{Job, JobState};
-use sunk_e2e::{Cluster, SlurmJob, example_policy, node_name, pod, repo_root, scheduled_condition, wait_for};
+use sunk_e2e::{Cluster, SlurmJob, example_policy, kubectl, node_name, pod, repo_root, scheduled_condition, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A cluster-scoped PriorityClass named after the test's namespace, deleted when dropped.
 struct Priority {
-    api: Api<PriorityClass>,
     name: String,
 }
 
@@ -30,19 +29,14 @@ impl Priority {
             "metadata": {"name": name}, "value": value,
         }))?;
         api.create(&PostParams::default(), &class).await?;
-        Ok(Self { api, name })
+        Ok(Self { name })
     }
 }
 
 impl Drop for Priority {
     fn drop(&mut self) {
-        let (api, name) = (self.api.clone(), self.name.clone());
-        // Drop cannot await: delete from a thread of its own (the test's runtime may be ending).
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.block_on(api.delete(&name, &DeleteParams::default())).map(drop).map_err(anyhow::Error::from)
-        })
-        .join();
+        // Drop cannot await (and the test's client needs its runtime): kubectl does it.
+        let _ = kubectl(&["delete", "priorityclass", &self.name, "--wait=false"]).output();
     }
 }
 
