@@ -257,6 +257,7 @@ async fn writers(
             scope: scheduler::Scope::new(&args.watch_namespaces),
             fast_path: args.fast_path,
             preemption: args.preemption,
+            evictions: crate::kube::connect_without_retries(args.kubeconfig.as_deref()).await?,
         };
         controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
     }

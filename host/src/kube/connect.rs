@@ -7,12 +7,23 @@ use kube::{Client, Config};
 /// A client from an explicit kubeconfig file, or else the usual inference
 /// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
 pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    Client::try_from(config(kubeconfig).await?).context("building the Kubernetes client")
+}
+
+/// A client that takes "429 Too Many Requests" for an answer instead of retrying it for minutes: an
+/// eviction a PodDisruptionBudget refuses says so with a 429.
+pub async fn connect_without_retries(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+    let mut config = config(kubeconfig).await?;
+    config.default_retry = false;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+async fn config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
             Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?
         }
         None => Config::infer().await.context("no kubeconfig given and none could be inferred")?,
-    };
-    Client::try_from(config).context("building the Kubernetes client")
+    })
 }

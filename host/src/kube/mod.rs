@@ -9,7 +9,7 @@ pub mod quantity;
 mod reconcile_metrics;
 mod served;
 
-pub use connect::connect;
+pub use connect::{connect, connect_without_retries};
 pub use events::EventRecorder;
 pub use pod_writer::PodWriter;
 pub use reconcile_metrics::ReconcileMetrics;

@@ -13,12 +13,19 @@ use serde_json::json;
 #[derive(Clone)]
 pub struct PodWriter {
     client: Client,
+    /// Evictions go through a client that does not retry 429 (a disruption budget's refusal).
+    evictions: Client,
     recorder: EventRecorder,
 }
 
 impl PodWriter {
     pub fn new(client: Client, controller: &str) -> Self {
-        Self { recorder: EventRecorder::new(client.clone(), controller), client }
+        Self { recorder: EventRecorder::new(client.clone(), controller), evictions: client.clone(), client }
+    }
+
+    /// Evictions through `client`, which should not retry 429 (see `connect_without_retries`).
+    pub fn evicting_with(self, client: Client) -> Self {
+        Self { evictions: client, ..self }
     }
 
     fn api(&self, pod: &Pod) -> Api<Pod> {
@@ -101,7 +108,8 @@ impl PodWriter {
             }),
             post_options: PostParams::default(),
         };
-        match self.api(pod).evict(&pod.name_any(), &params).await {
+        let api: Api<Pod> = Api::namespaced(self.evictions.clone(), &pod.namespace().unwrap_or_default());
+        match api.evict(&pod.name_any(), &params).await {
             Ok(_) => Ok(None),
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(None),
             // TooManyRequests: evicting it now would break a PodDisruptionBudget.

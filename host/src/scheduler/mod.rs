@@ -55,6 +55,9 @@ pub struct Config {
     pub fast_path: bool,
     /// Let waiting pods preempt lower-priority work, as the preemption policy decides.
     pub preemption: bool,
+    /// The client preemption evicts pods with: one that takes a 429 (a disruption budget's refusal)
+    /// for an answer.
+    pub evictions: Client,
 }
 
 /// Everything a reconcile needs.
@@ -139,7 +142,7 @@ pub async fn run(
     tokio::spawn(count_pending(controller.store(), config.metrics.clone(), config.poll_interval));
 
     let ctx = Arc::new(Context {
-        writer: PodWriter::new(client.clone(), &config.scheduler_name),
+        writer: PodWriter::new(client.clone(), &config.scheduler_name).evicting_with(config.evictions),
         client,
         pods: controller.store(),
         gang_locks: gang::GroupLocks::default(),

@@ -128,7 +128,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
                     && let Some(outcome) = preemption::consider(&pod, placeholder, &ctx).await?
                 {
                     message = format!("{message}; {}", outcome.note);
-                    if outcome.under_way {
+                    if outcome.look_again_soon {
                         look_again = RETRY;
                     }
                 }

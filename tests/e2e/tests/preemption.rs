@@ -2,12 +2,14 @@
 //! - a pod with a PriorityClass that Slurm has no room for preempts the lowest-priority running Slurm
 //!   job the preemption policy chooses, and is bound where it ran; a pod of equal priority preempts
 //!   nothing;
+//! - a pod of lower priority is evicted for it once its PodDisruptionBudget allows, and told why;
 //! - a custom preemption policy pushed while the host runs changes the victim of the next preemption;
 //! - a Slurm job of a higher-tier partition (`urgent`, slurm.conf's `preempt/partition_prio`) that
 //!   preempts a pod's placeholder deletes the pod with its grace period and an Event naming the job.
 
 use std::time::Duration;
 
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
 use kube::api::PostParams;
@@ -111,6 +113,62 @@ async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_n
             reason == "Preempting" && note.contains(&format!("Slurm job {id} (")) && note.contains("account physics")
         })
         .await?;
+    drop((low, high));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lower_priority_pod_is_evicted_once_its_disruption_budget_allows() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("preempt-pods").await?;
+    start_preempting_host(&mut cluster)?;
+    let (low, high) = (Priority::create(&cluster, "low", 10).await?, Priority::create(&cluster, "high", 100).await?);
+    for name in ["serve-1", "serve-2"] {
+        let mut serving = ranked_pod(name, &low);
+        serving["metadata"]["labels"] = serde_json::json!({"app": "serve"});
+        cluster.create_pod(serving).await?;
+        bound(&cluster, name).await?;
+    }
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
+    let budget: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "serve"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "serve"}}}
+    }))?;
+    budgets.create(&PostParams::default(), &budget).await?;
+    wait_for("the budget to be computed", WAIT, || async {
+        let budget = budgets.get("serve").await.ok()?;
+        (budget.status?.expected_pods == 2).then_some(())
+    })
+    .await?;
+
+    // The budget forbids any eviction: the pod waits and says why; both serving pods stay.
+    cluster.create_pod(ranked_pod("urgent", &high)).await?;
+    cluster
+        .wait_event("urgent", "PreemptionBlocked", |reason, note| {
+            reason == "PreemptionBlocked" && note.contains("serve-")
+        })
+        .await?;
+    for name in ["serve-1", "serve-2"] {
+        let serving = cluster.pods().get(name).await?;
+        assert!(serving.metadata.deletion_timestamp.is_none(), "{name} was not evicted");
+    }
+
+    // Without the budget, one serving pod is evicted, told why, and the urgent pod takes its node.
+    budgets.delete("serve", &Default::default()).await?;
+    let node = bound(&cluster, "urgent").await?;
+    let evicted = wait_for("a serving pod to be evicted", WAIT, || async {
+        for name in ["serve-1", "serve-2"] {
+            let events = cluster.events_of(name).await.ok()?;
+            if events.iter().any(|(reason, note)| reason == "Preempted" && note.contains("/urgent (priority 100)")) {
+                return Some(name);
+            }
+        }
+        None
+    })
+    .await?;
+    let other = if evicted == "serve-1" { "serve-2" } else { "serve-1" };
+    let kept = cluster.pods().get(other).await?;
+    assert!(kept.metadata.deletion_timestamp.is_none(), "one eviction was enough");
+    assert_ne!(node_name(&kept), Some(node.as_str()), "the urgent pod took the evicted pod's node");
     drop((low, high));
     Ok(())
 }

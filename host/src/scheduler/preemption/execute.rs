@@ -14,7 +14,8 @@ use crate::policy::worlds::ChooseVictimsInput;
 use crate::policy::{Candidate, PreemptMode, PreemptionDecision, Victim, WorkloadKind};
 use crate::slurm::JobUpdate;
 
-/// What happened, for the waiting pod's condition, and whether victims are on their way out.
+/// What happened, for the waiting pod's condition, and whether to look again soon (victims are on
+/// their way out, or a budget refused an eviction for now).
 pub async fn carry_out(
     pod: &Pod,
     input: &ChooseVictimsInput,
@@ -37,8 +38,11 @@ pub async fn carry_out(
                 ctx.writer.event(pod, true, "PreemptionBlocked", "Preempt", note.clone()).await;
                 ctx.metrics.preemption(PreemptionResult::blocked);
                 // Pods evicted before the refusal are leaving: keep them from being chosen twice.
-                ctx.preemptions.record(input.preemptor.job_id.unwrap_or_default(), evicted.iter().copied());
-                return Ok((note, !evicted.is_empty()));
+                if !evicted.is_empty() {
+                    ctx.preemptions.record(input.preemptor.job_id.unwrap_or_default(), evicted.iter().copied());
+                }
+                // A budget allows evictions again as pods become ready: look again soon.
+                return Ok((note, true));
             }
             let note = format!("preempted by {by}: {}", decision.reason);
             ctx.writer.event(&victim_pod, true, "Preempted", "Preempt", note).await;

@@ -41,13 +41,14 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// What a preemption pass did, for the waiting pod's condition.
 pub struct Outcome {
     pub note: String,
-    /// Victims are on their way out: look again soon, not at the next routine pass.
-    pub under_way: bool,
+    /// Look again soon, not at the next routine pass: victims are on their way out, or a disruption
+    /// budget refused an eviction for now.
+    pub look_again_soon: bool,
 }
 
 impl Outcome {
     fn settled(note: impl Into<String>) -> Option<Self> {
-        Some(Self { note: note.into(), under_way: false })
+        Some(Self { note: note.into(), look_again_soon: false })
     }
 }
 
@@ -60,7 +61,7 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
     }
     let holding = ctx.jobs.holding();
     if let Some(busy) = ctx.preemptions.busy(job.job_id, &holding) {
-        return Ok(Some(Outcome { note: busy, under_way: true }));
+        return Ok(Some(Outcome { note: busy, look_again_soon: true }));
     }
     // Fail closed: a decision on a stale view could kill a job that has already gone or moved.
     if ctx.jobs.unreachable(PATIENCE).is_some() {
@@ -99,8 +100,8 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
         ctx.metrics.preemption(PreemptionResult::none);
         return Ok(Outcome::settled(format!("preempting nothing: {}", decision.reason)));
     }
-    let (note, under_way) = execute::carry_out(pod, &input, &decision, ctx).await?;
-    Ok(Some(Outcome { note, under_way }))
+    let (note, look_again_soon) = execute::carry_out(pod, &input, &decision, ctx).await?;
+    Ok(Some(Outcome { note, look_again_soon }))
 }
 
 /// Only a pod with a PriorityClass above zero preempts, unless it opts out as Kubernetes lets it
