@@ -110,6 +110,9 @@ clusterDNS: [$DNS_SERVICE_IP]
 clusterDomain: cluster.local
 resolvConf: $dir/resolv.conf
 staticPodPath: $dir/manifests
+# Several kubelets on one machine: each cleans up only its own pods' logs (a shared /var/log/pods had
+# one kubelet delete another's, and `kubectl logs` failed now and then).
+podLogsDir: $dir/pod-logs
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
@@ -117,5 +120,6 @@ authentication:
 authorization: {mode: Webhook}
 nodeStatusReportFrequency: 10s
 YAML
+mkdir -p "$dir/pod-logs"
 start "kubelet-$node" "$SUNK_BIN/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubeconfig" \
   --hostname-override "$node" --node-ip "$(node_ip "$index")" --root-dir "$dir/kubelet" --v 1
