@@ -15,8 +15,8 @@ use kube::{Client, ResourceExt};
 use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
-mod slurm_job;
-pub use slurm_job::SlurmJob;
+mod slurm;
+pub use slurm::{FrozenSlurmrestd, SlurmJob, in_slurm_root, slurm_node, slurmrestd_frozen};
 
 pub const SCHEDULER: &str = "sunk";
 /// The host image the local cluster builds from images/sunk (tests/cluster/env.sh).
@@ -28,7 +28,7 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// Where the local cluster keeps its state, as in tests/cluster/env.sh.
-fn state_dir() -> PathBuf {
+pub(crate) fn state_dir() -> PathBuf {
     std::env::var_os("SUNK_STATE").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".cluster"))
 }
 
@@ -179,6 +179,18 @@ impl Cluster {
     /// Runs the `sunk` binary with `args` as the cluster admin; returns its output.
     pub fn sunk_cli(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
         Ok(self.sunk_command(args).output()?)
+    }
+
+    /// `sunk policy push`es the example policy `name` (built by scripts/policy-examples.sh) into this
+    /// test's namespace with its `config.example`, and waits until it is live.
+    pub fn push_example_policy(&self, name: &str) -> anyhow::Result<()> {
+        let module = example_policy(name)?;
+        let config = repo_root().join(format!("examples/policies/{name}/config.example"));
+        let (module, config) = (module.to_string_lossy(), config.to_string_lossy());
+        let args = ["policy", "push", &module, "--name", name, "-n", &self.namespace, "--config-file", &config];
+        let output = self.sunk_cli(&args)?;
+        anyhow::ensure!(output.status.success(), "push {name}: {}", String::from_utf8_lossy(&output.stderr));
+        Ok(())
     }
 
     /// The process id of a host started earlier.
@@ -462,39 +474,7 @@ pub async fn create_nodeset(
     Ok(())
 }
 
-/// Runs a Slurm command (`sbatch`, `scontrol`, ...) as root in the local cluster's Slurm root, as
-/// an HPC user on a login node would; returns its standard output.
-pub fn in_slurm_root(args: &[&str]) -> anyhow::Result<String> {
-    let output = Command::new("chroot").arg(repo_root().join(".cache/slurm-root")).args(args).output()?;
-    anyhow::ensure!(output.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// The Slurm node of this name as slurmrestd lists it, if Slurm has it.
-pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<sunk::slurm::Node>> {
-    match cluster.slurm.nodes(None).await? {
-        sunk::slurm::NodesPage::All { nodes, .. } => Ok(nodes.into_iter().find(|node| node.name == name)),
-        sunk::slurm::NodesPage::Unchanged => bail!("a full node listing came back unchanged"),
-    }
-}
-
-/// slurmrestd stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT): Slurm cannot be
-/// read, and requests hang as they would behind a dead network.
-pub struct FrozenSlurmrestd(i32);
-
-pub fn slurmrestd_frozen() -> anyhow::Result<FrozenSlurmrestd> {
-    let pid: i32 = std::fs::read_to_string(state_dir().join("pids/slurmrestd.pid"))?.trim().parse()?;
-    signal(pid, "STOP")?;
-    Ok(FrozenSlurmrestd(pid))
-}
-
-impl Drop for FrozenSlurmrestd {
-    fn drop(&mut self) {
-        let _ = signal(self.0, "CONT");
-    }
-}
-
-fn signal(pid: i32, signal: &str) -> anyhow::Result<()> {
+pub(crate) fn signal(pid: i32, signal: &str) -> anyhow::Result<()> {
     let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
     anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
     Ok(())

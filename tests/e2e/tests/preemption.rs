@@ -14,7 +14,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
 use kube::api::PostParams;
 use sunk::slurm::{Job, JobState};
-use sunk_e2e::{Cluster, SlurmJob, example_policy, kubectl, node_name, pod, repo_root, scheduled_condition, wait_for};
+use sunk_e2e::{Cluster, SlurmJob, kubectl, node_name, pod, scheduled_condition, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -73,6 +73,24 @@ fn start_preempting_host(cluster: &mut Cluster) -> anyhow::Result<()> {
 async fn bound(cluster: &Cluster, name: &str) -> anyhow::Result<String> {
     let pod = cluster.wait_pod(name, &format!("{name} to be bound"), WAIT, |pod| node_name(pod).is_some()).await?;
     Ok(node_name(&pod).unwrap_or_default().to_string())
+}
+
+/// Which of two pods gets an Event that `matches(reason, note)`.
+async fn pod_with_event(
+    cluster: &Cluster,
+    names: [&'static str; 2],
+    matches: impl Fn(&str, &str) -> bool,
+) -> anyhow::Result<&'static str> {
+    wait_for(&format!("an Event on {names:?}"), WAIT, || async {
+        for name in names {
+            let events = cluster.events_of(name).await.ok()?;
+            if events.iter().any(|(reason, note)| matches(reason, note)) {
+                return Some(name);
+            }
+        }
+        None
+    })
+    .await
 }
 
 #[tokio::test]
@@ -155,14 +173,8 @@ async fn a_lower_priority_pod_is_evicted_once_its_disruption_budget_allows() -> 
     // Without the budget, one serving pod is evicted, told why, and the urgent pod takes its node.
     budgets.delete("serve", &Default::default()).await?;
     let node = bound(&cluster, "urgent").await?;
-    let evicted = wait_for("a serving pod to be evicted", WAIT, || async {
-        for name in ["serve-1", "serve-2"] {
-            let events = cluster.events_of(name).await.ok()?;
-            if events.iter().any(|(reason, note)| reason == "Preempted" && note.contains("/urgent (priority 100)")) {
-                return Some(name);
-            }
-        }
-        None
+    let evicted = pod_with_event(&cluster, ["serve-1", "serve-2"], |reason, note| {
+        reason == "Preempted" && note.contains("/urgent (priority 100)")
     })
     .await?;
     let other = if evicted == "serve-1" { "serve-2" } else { "serve-1" };
@@ -193,20 +205,7 @@ async fn a_preemption_policy_pushed_while_running_changes_the_next_victim() -> a
     .await?;
     let physics_again = running_job(&cluster, 10, "physics").await?;
 
-    let module = example_policy("protected-accounts")?;
-    let config = repo_root().join("examples/policies/protected-accounts/config.example");
-    let output = cluster.sunk_cli(&[
-        "policy",
-        "push",
-        module.to_str().unwrap(),
-        "--name",
-        "protected-accounts",
-        "-n",
-        &cluster.namespace,
-        "--config-file",
-        config.to_str().unwrap(),
-    ])?;
-    anyhow::ensure!(output.status.success(), "push: {}", String::from_utf8_lossy(&output.stderr));
+    cluster.push_example_policy("protected-accounts")?;
 
     // physics is protected now: the bio job goes instead, although it ranks higher.
     cluster.create_pod(ranked_pod("second", &high)).await?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
-use sunk_e2e::{Cluster, example_policy, in_slurm_root, kubectl, slurm_node, slurmrestd_frozen, wait_for};
+use sunk_e2e::{Cluster, in_slurm_root, kubectl, slurm_node, slurmrestd_frozen, wait_for};
 
 const NODE: &str = "kube-node-1";
 const SLURMD_POD: &str = "gpu-kube-node-1";
@@ -208,20 +208,7 @@ async fn a_cordon_while_slurmrestd_is_stopped_drains_when_it_returns() -> anyhow
 async fn a_drain_policy_pushed_while_running_words_the_next_drain() -> anyhow::Result<()> {
     let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-policy").await?;
-    let module = example_policy("drain-runbook")?;
-    let config = sunk_e2e::repo_root().join("examples/policies/drain-runbook/config.example");
-    let output = cluster.sunk_cli(&[
-        "policy",
-        "push",
-        module.to_str().unwrap(),
-        "--name",
-        "drain-runbook",
-        "-n",
-        &cluster.namespace,
-        "--config-file",
-        config.to_str().unwrap(),
-    ])?;
-    anyhow::ensure!(output.status.success(), "push: {}", String::from_utf8_lossy(&output.stderr));
+    cluster.push_example_policy("drain-runbook")?;
     run(&["cordon", NODE])?;
     let reason = wait_drain(&cluster, "a drain with a runbook", |r| r.is_some_and(|r| r.contains("runbook"))).await?;
     assert!(reason.contains("https://runbooks.example.com/node/maintenance"), "{reason}");

@@ -1,0 +1,62 @@
+//! Slurm as the tests drive it: commands in the Slurm root (as an HPC user on a login node), jobs
+//! submitted by hand, slurmrestd's view of a node, and slurmrestd frozen.
+
+use std::process::Command;
+
+use anyhow::bail;
+
+use crate::{Cluster, repo_root, signal, state_dir};
+
+/// Runs a Slurm command (`sbatch`, `scontrol`, ...) as root in the local cluster's Slurm root, as
+/// an HPC user on a login node would; returns its standard output.
+pub fn in_slurm_root(args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new("chroot").arg(repo_root().join(".cache/slurm-root")).args(args).output()?;
+    anyhow::ensure!(output.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The Slurm node of this name as slurmrestd lists it, if Slurm has it.
+pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<sunk::slurm::Node>> {
+    match cluster.slurm.nodes(None).await? {
+        sunk::slurm::NodesPage::All { nodes, .. } => Ok(nodes.into_iter().find(|node| node.name == name)),
+        sunk::slurm::NodesPage::Unchanged => bail!("a full node listing came back unchanged"),
+    }
+}
+
+/// slurmrestd stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT): Slurm cannot be
+/// read, and requests hang as they would behind a dead network.
+pub struct FrozenSlurmrestd(i32);
+
+pub fn slurmrestd_frozen() -> anyhow::Result<FrozenSlurmrestd> {
+    let pid: i32 = std::fs::read_to_string(state_dir().join("pids/slurmrestd.pid"))?.trim().parse()?;
+    signal(pid, "STOP")?;
+    Ok(FrozenSlurmrestd(pid))
+}
+
+impl Drop for FrozenSlurmrestd {
+    fn drop(&mut self) {
+        let _ = signal(self.0, "CONT");
+    }
+}
+
+/// A job submitted with sbatch, cancelled when dropped.
+pub struct SlurmJob(pub String);
+
+impl SlurmJob {
+    /// `sbatch --parsable <args>`.
+    pub fn submit(args: &[&str]) -> anyhow::Result<Self> {
+        let mut all = vec!["sbatch", "--parsable"];
+        all.extend_from_slice(args);
+        Ok(Self(in_slurm_root(&all)?.trim().to_string()))
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.parse().unwrap_or_default()
+    }
+}
+
+impl Drop for SlurmJob {
+    fn drop(&mut self) {
+        let _ = in_slurm_root(&["scancel", &self.0]);
+    }
+}
