@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-use crate::slurm::{Job, JobState, JobsPage, SlurmClient, expand_hostlist};
+use crate::slurm::{Job, JobsPage, SlurmClient, expand_hostlist};
 
 const MAX_AGE: Duration = Duration::from_secs(30);
 
@@ -56,10 +56,10 @@ impl BlockingJobs {
     }
 }
 
-/// Jobs not over yet, by the nodes of `wanted` they hold.
+/// Jobs that still hold nodes (running, or cleaning up), by the nodes of `wanted` they hold.
 pub fn jobs_on(jobs: &[Job], wanted: &[String]) -> BTreeMap<String, Vec<u32>> {
     let mut on: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for job in jobs.iter().filter(|job| matches!(job.state(), JobState::Running | JobState::Transient)) {
+    for job in jobs.iter().filter(|job| job.holds_nodes()) {
         let Ok(nodes) = expand_hostlist(&job.nodes) else { continue };
         for node in nodes.into_iter().filter(|node| wanted.contains(node)) {
             on.entry(node).or_default().push(job.job_id);

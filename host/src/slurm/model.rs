@@ -144,10 +144,17 @@ impl JobState {
     /// Classifies slurmrestd's `job_state` flags (base state first, then flags such as COMPLETING).
     pub fn from_flags(flags: &[String]) -> Self {
         let has = |name: &str| flags.iter().any(|flag| flag == name);
-        if has("COMPLETING") || has("REQUEUED") || has("CONFIGURING") || has("SUSPENDED") || has("RESIZING") {
+        let base = flags.first().map(String::as_str);
+        let requeueing = has("REQUEUED") || has("REQUEUE_HOLD") || has("SPECIAL_EXIT");
+        // Cancelled, failed, completed...: over for good, even while Slurm still cleans up after it
+        // (COMPLETING); only a requeue brings such a job back.
+        if !matches!(base, Some("PENDING" | "RUNNING" | "SUSPENDED")) && !requeueing {
+            return Self::Ended;
+        }
+        if has("COMPLETING") || requeueing || has("CONFIGURING") || has("SUSPENDED") || has("RESIZING") {
             return Self::Transient;
         }
-        match flags.first().map(String::as_str) {
+        match base {
             Some("PENDING") => Self::Pending,
             Some("RUNNING") => Self::Running,
             Some("SUSPENDED") => Self::Transient,
@@ -306,6 +313,8 @@ mod tests {
         assert_eq!(JobState::from_flags(&flags(&["CANCELLED"])), JobState::Ended);
         assert_eq!(JobState::from_flags(&flags(&["PREEMPTED"])), JobState::Ended);
         assert_eq!(JobState::from_flags(&flags(&["PENDING", "REQUEUED"])), JobState::Transient);
+        assert_eq!(JobState::from_flags(&flags(&["CANCELLED", "COMPLETING"])), JobState::Ended, "over, cleaning up");
+        assert_eq!(JobState::from_flags(&flags(&["PREEMPTED", "REQUEUED"])), JobState::Transient);
     }
 
     #[test]

@@ -75,6 +75,11 @@ async fn bound(cluster: &Cluster, name: &str) -> anyhow::Result<String> {
     Ok(node_name(&pod).unwrap_or_default().to_string())
 }
 
+fn is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|status| status.conditions.as_deref()).unwrap_or_default();
+    conditions.iter().any(|condition| condition.type_ == "Ready" && condition.status == "True")
+}
+
 /// Which of two pods gets an Event that `matches(reason, note)`.
 async fn pod_with_event(
     cluster: &Cluster,
@@ -144,7 +149,10 @@ async fn a_lower_priority_pod_is_evicted_once_its_disruption_budget_allows() -> 
         let mut serving = ranked_pod(name, &low);
         serving["metadata"]["labels"] = serde_json::json!({"app": "serve"});
         cluster.create_pod(serving).await?;
-        bound(&cluster, name).await?;
+    }
+    // Only running pods are guarded: the Eviction API lets a pod that has not started go regardless.
+    for name in ["serve-1", "serve-2"] {
+        cluster.wait_pod(name, "the serving pod to be ready", WAIT, is_ready).await?;
     }
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
     let budget: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
@@ -152,9 +160,9 @@ async fn a_lower_priority_pod_is_evicted_once_its_disruption_budget_allows() -> 
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "serve"}}}
     }))?;
     budgets.create(&PostParams::default(), &budget).await?;
-    wait_for("the budget to be computed", WAIT, || async {
-        let budget = budgets.get("serve").await.ok()?;
-        (budget.status?.expected_pods == 2).then_some(())
+    wait_for("the budget to allow no disruption of the 2 healthy pods", WAIT, || async {
+        let status = budgets.get("serve").await.ok()?.status?;
+        (status.current_healthy == 2 && status.disruptions_allowed == 0).then_some(())
     })
     .await?;
 
