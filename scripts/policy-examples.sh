@@ -9,7 +9,7 @@ cd "$SUNK_ROOT"
 sunk=target/debug/sunk
 [[ -x $sunk ]] || die "$sunk is missing: cargo build -p sunk"
 mkdir -p target/examples
-for example in team-accounts drain-runbook; do
+for example in team-accounts drain-runbook protected-accounts; do
   dir=examples/policies/$example
   module=target/examples/$example.wasm
   "$sunk" policy build "$dir" -o "$module"
