@@ -1,0 +1,166 @@
+//! sunk's pod scheduler against kube-scheduler, in one run on the local cluster (not a test: it prints
+//! figures). The cluster's own kube-scheduler (built from the same Kubernetes as the API server, run
+//! with its defaults by tests/cluster/up.sh) and a `sunk host --fast-path` schedule the same pods onto
+//! the same fake Nodes, each running a real slurmd (see `fleet`):
+//! - a burst of `--pods` pods created `--creators` at a time: throughput and create -> bound p50/p99;
+//! - `--sequential` pods one after another, each waited on: the latency of one pod on a quiet cluster;
+//! - both again for sunk with `--queued` jobs pending in Slurm (see `queue`).
+//!
+//! `cargo build --release -p sunk -p sunk-test-agent && cargo run --release -p sunk-e2e --bin sched-bench`
+//! `-- [--nodes 8] [--pods 500] [--sequential 100] [--queued 10000] [--creators 8]`, with the cluster up.
+
+mod fleet;
+mod measure;
+mod queue;
+mod stats;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use sunk_e2e::{Cluster, SCHEDULER, in_slurm_root, repo_root, wait_for};
+
+use measure::Bindings;
+use stats::{Summary, millis};
+
+const KUBE_SCHEDULER: &str = "default-scheduler";
+
+struct Args {
+    nodes: usize,
+    pods: usize,
+    sequential: usize,
+    queued: usize,
+    creators: usize,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut args = Args { nodes: 8, pods: 500, sequential: 100, queued: 10_000, creators: 8 };
+    let mut words = std::env::args().skip(1);
+    while let Some(flag) = words.next() {
+        let value: usize = words.next().context("a number after the flag")?.parse()?;
+        match flag.as_str() {
+            "--nodes" => args.nodes = value,
+            "--pods" => args.pods = value,
+            "--sequential" => args.sequential = value,
+            "--queued" => args.queued = value,
+            "--creators" => args.creators = value.max(1),
+            other => anyhow::bail!("unknown flag {other}"),
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = args()?;
+    if std::env::var_os("SUNK_BINARY").is_none() {
+        // SAFETY: set before any thread of this program reads the environment.
+        unsafe { std::env::set_var("SUNK_BINARY", repo_root().join("target/release/sunk")) };
+    }
+    let mut cluster = Cluster::connect("sched-bench").await?;
+    let fleet = fleet::Fleet::start(&cluster.kube, &cluster.namespace, args.nodes).await?;
+    println!("{} fake Nodes with {} CPUs each, their slurmd idle", fleet.nodes.len(), fleet::CPUS);
+    let namespace = cluster.namespace.clone();
+    cluster.start_host(&[("SUNK_FAST_PATH", "true"), ("SUNK_WATCH_NAMESPACES", &namespace)])?;
+    let bindings = Bindings::watch(&cluster.kube, &namespace);
+
+    let mut rows = Vec::new();
+    for (scheduler, label) in [(KUBE_SCHEDULER, "kube-scheduler"), (SCHEDULER, "sunk")] {
+        rows.push((format!("{label}, burst"), burst(&cluster, &bindings, scheduler, &args, "empty").await?));
+        rows.push((format!("{label}, one by one"), one_by_one(&cluster, &bindings, scheduler, &args, "empty").await?));
+    }
+    let began = Instant::now();
+    let queue = queue::Queue::fill(&cluster.slurm, args.queued, &fleet.nodes).await?;
+    println!("{} jobs pending in Slurm (queued in {:.0} s)", queue::Queue::pending()?, began.elapsed().as_secs_f64());
+    rows.push(("sunk, burst, Slurm queue".into(), burst(&cluster, &bindings, SCHEDULER, &args, "queued").await?));
+    rows.push((
+        "sunk, one by one, Slurm queue".into(),
+        one_by_one(&cluster, &bindings, SCHEDULER, &args, "queued").await?,
+    ));
+    drop(queue);
+    print_table(&rows, &args);
+    drop(fleet);
+    Ok(())
+}
+
+async fn burst(
+    cluster: &Cluster,
+    bindings: &Bindings,
+    scheduler: &str,
+    args: &Args,
+    tag: &str,
+) -> anyhow::Result<Summary> {
+    let prefix = format!("{}-burst-{tag}", short(scheduler));
+    let trips =
+        measure::burst(&cluster.kube, &cluster.namespace, bindings, scheduler, &prefix, args.pods, args.creators)
+            .await?;
+    finish(cluster, Summary::of(&trips), &prefix).await
+}
+
+async fn one_by_one(
+    cluster: &Cluster,
+    bindings: &Bindings,
+    scheduler: &str,
+    args: &Args,
+    tag: &str,
+) -> anyhow::Result<Summary> {
+    let prefix = format!("{}-seq-{tag}", short(scheduler));
+    let trips =
+        measure::one_by_one(&cluster.kube, &cluster.namespace, bindings, scheduler, &prefix, args.sequential).await?;
+    finish(cluster, Summary::of(&trips), &prefix).await
+}
+
+/// Reports a phase and clears its pods (and, for sunk, waits for their Slurm jobs to be gone).
+async fn finish(cluster: &Cluster, summary: Summary, prefix: &str) -> anyhow::Result<Summary> {
+    println!(
+        "{prefix}: {} pods, {:.1} pods/s, p50 {}, p99 {}",
+        summary.pods,
+        summary.throughput,
+        millis(summary.p50),
+        millis(summary.p99)
+    );
+    measure::clear(&cluster.kube, &cluster.namespace).await?;
+    wait_for("the bench nodes to be free in Slurm", Duration::from_secs(300), || async {
+        let listed = in_slurm_root(&["squeue", "-h", "-t", "R,CG,CF", "-o", "%N"]).ok()?;
+        (!listed.lines().any(|nodes| nodes.contains("bench-node"))).then_some(())
+    })
+    .await?;
+    Ok(summary)
+}
+
+fn short(scheduler: &str) -> &'static str {
+    if scheduler == KUBE_SCHEDULER { "kube" } else { "sunk" }
+}
+
+fn print_table(rows: &[(String, Summary)], args: &Args) {
+    let find = |name: &str| rows.iter().find(|(row, _)| row == name).map(|(_, summary)| *summary);
+    println!("\n| scheduler, phase | pods | throughput | p50 | p99 |");
+    println!("|---|---|---|---|---|");
+    for (name, summary) in rows {
+        println!(
+            "| {name} | {} | {:.1} pods/s | {} | {} |",
+            summary.pods,
+            summary.throughput,
+            millis(summary.p50),
+            millis(summary.p99)
+        );
+    }
+    let ratio = |a: Option<Summary>, b: Option<Summary>, of: fn(&Summary) -> f64| match (a, b) {
+        (Some(a), Some(b)) if of(&b) > 0.0 => format!("{:.2}", of(&a) / of(&b)),
+        _ => "-".into(),
+    };
+    let throughput = |s: &Summary| s.throughput;
+    let p50 = |s: &Summary| s.p50.as_secs_f64();
+    let p99 = |s: &Summary| s.p99.as_secs_f64();
+    let (sunk_burst, kube_burst) = (find("sunk, burst"), find("kube-scheduler, burst"));
+    let (sunk_one, kube_one) = (find("sunk, one by one"), find("kube-scheduler, one by one"));
+    let (queued_burst, queued_one) = (find("sunk, burst, Slurm queue"), find("sunk, one by one, Slurm queue"));
+    println!("\n| ratio | value |");
+    println!("|---|---|");
+    println!("| sunk / kube-scheduler throughput, burst | {} |", ratio(sunk_burst, kube_burst, throughput));
+    println!("| sunk / kube-scheduler p50, burst | {} |", ratio(sunk_burst, kube_burst, p50));
+    println!("| sunk / kube-scheduler p50, one by one | {} |", ratio(sunk_one, kube_one, p50));
+    println!("| sunk / kube-scheduler p99, one by one | {} |", ratio(sunk_one, kube_one, p99));
+    println!("| sunk with {} queued / empty, p50 one by one | {} |", args.queued, ratio(queued_one, sunk_one, p50));
+    println!("| sunk with {} queued / empty, p99 one by one | {} |", args.queued, ratio(queued_one, sunk_one, p99));
+    println!("| sunk with {} queued / empty, p50 burst | {} |", args.queued, ratio(queued_burst, sunk_burst, p50));
+}
