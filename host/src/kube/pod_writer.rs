@@ -32,17 +32,23 @@ impl PodWriter {
         Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default())
     }
 
-    /// Binds the pod to a node (what kube-scheduler does through `pods/binding`).
-    pub async fn bind(&self, pod: &Pod, node: &str) -> kube::Result<()> {
+    /// Binds the pod to a node (what kube-scheduler does through `pods/binding`). Returns false when
+    /// the pod was bound already (a pass that saw it before its binding landed): nothing to do.
+    pub async fn bind(&self, pod: &Pod, node: &str) -> kube::Result<bool> {
         let binding = Binding {
             metadata: ObjectMeta { name: Some(pod.name_any()), uid: pod.uid(), ..Default::default() },
             target: ObjectReference { kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
         };
         // The API server answers a binding with a Status, not a Binding.
-        self.api(pod)
+        let created = self
+            .api(pod)
             .create_subresource::<_, serde_json::Value>("binding", &pod.name_any(), &PostParams::default(), &binding)
-            .await?;
-        Ok(())
+            .await;
+        match created {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(error) => Err(error),
+        }
     }
 
     /// Sets `PodScheduled` (status, reason, message) unless it already says exactly that.

@@ -54,7 +54,10 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
         conditions::waiting(ctx, pod, conditions::SLURM_NODE_UNKNOWN, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
-    ctx.writer.bind(pod, &node).await?;
+    if !ctx.writer.bind(pod, &node).await? {
+        // Bound by an earlier pass; the watch brings the bound pod next.
+        return Ok(Action::await_change());
+    }
     if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
         let waited = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
         ctx.metrics.bound(waited.as_secs_f64());

@@ -1,6 +1,8 @@
 //! A pod's placeholder job: asked of the job-mapper policy, limited by the pod's placement rules,
 //! submitted once, and kept in step with those rules while it waits.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 
@@ -14,6 +16,9 @@ use crate::failpoint;
 use crate::policy::worlds::MapPodInput;
 use crate::policy::{JobRequest, Mapping, PolicyError};
 use crate::slurm::{JobUpdate, SlurmError};
+
+/// How soon a pod looks again when Slurm's nodes could not be read.
+const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
 
 /// ESLURM_INVALID_NODE_NAME: a node named in the job vanished since the last listing.
 pub const INVALID_NODE_NAME: i64 = 2018;
@@ -151,7 +156,8 @@ async fn placement(pod: &Pod, ctx: &Context) -> Result<Result<Verdict, Action>, 
         Err(unreadable) => {
             let message = format!("cannot read Slurm's nodes ({unreadable}); the pod waits for slurmrestd");
             conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
-            Ok(Err(Action::requeue(RETRY)))
+            // Usually a moment (the first listing after a start, one failed poll): look again soon.
+            Ok(Err(Action::requeue(UNREADABLE_RECHECK)))
         }
     }
 }

@@ -40,7 +40,7 @@ const RESTART_DELAY: Duration = Duration::from_secs(1);
 /// them zombies), and exits with slurmd's status, which ends every process left in the namespace.
 const LAUNCH: &str = r#"set -e
 mount -t proc proc "$1/proc"
-mkdir -p "$1/run/slurm"
+mkdir -p "$1/run/slurm" "$1/var/spool/slurmd"
 mount -t tmpfs -o mode=0755 tmpfs "$1/run/slurm"
 chroot "$1" chown slurm:slurm /run/slurm 2>/dev/null || true
 chroot "$1" /usr/sbin/slurmd -D -Z -N "$2" --conf "$3" &

@@ -6,6 +6,11 @@
 //! - `--sequential` pods one after another, each waited on: the latency of one pod on a quiet cluster;
 //! - both again for sunk with `--queued` jobs pending in Slurm (see `queue`).
 //!
+//! Every bench pod has a PriorityClass of 1000 (the same for both schedulers): sunk's job-mapper makes
+//! it the placeholder's Slurm priority, above the queued jobs' (1), as a site ranks pods it wants
+//! placed at once; otherwise Slurm's main scheduler stops at the first queued job that cannot start
+//! and only its backfill pass (every 30 s) would reach the pods.
+//!
 //! `cargo build --release -p sunk -p sunk-test-agent && cargo run --release -p sunk-e2e --bin sched-bench`
 //! `-- [--nodes 8] [--pods 500] [--sequential 100] [--queued 10000] [--creators 8]`, with the cluster up.
 
@@ -60,7 +65,12 @@ async fn main() -> anyhow::Result<()> {
     let fleet = fleet::Fleet::start(&cluster.kube, &cluster.namespace, args.nodes).await?;
     println!("{} fake Nodes with {} CPUs each, their slurmd idle", fleet.nodes.len(), fleet::CPUS);
     let namespace = cluster.namespace.clone();
-    cluster.start_host(&[("SUNK_FAST_PATH", "true"), ("SUNK_WATCH_NAMESPACES", &namespace)])?;
+    let host = cluster.start_host(&[("SUNK_FAST_PATH", "true"), ("SUNK_WATCH_NAMESPACES", &namespace)])?;
+    wait_for("the sunk host to be ready", Duration::from_secs(60), || async {
+        (cluster.readyz(host).await.ok()?.0 == 200).then_some(())
+    })
+    .await?;
+    measure::create_priority_class(&cluster.kube, &namespace).await?;
     let bindings = Bindings::watch(&cluster.kube, &namespace);
 
     let mut rows = Vec::new();
@@ -78,6 +88,12 @@ async fn main() -> anyhow::Result<()> {
     ));
     drop(queue);
     print_table(&rows, &args);
+    let metrics = cluster.metrics(host).await?;
+    println!("\nthe sunk host's attempts, by result (one per pass over an unbound pod):");
+    for line in metrics.lines().filter(|line| line.starts_with("sunk_scheduler_schedule_attempts_total")) {
+        println!("  {line}");
+    }
+    measure::delete_priority_class(&namespace);
     drop(fleet);
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -14,6 +15,9 @@ use sunk_e2e::{BUSYBOX, wait_for};
 
 use super::fleet::BENCH_LABEL;
 use super::stats::Trip;
+
+/// The bench pods' priority: above the Slurm queue's jobs (see `queue`).
+const PRIORITY: i32 = 1000;
 
 /// When each pod of the namespace was first seen bound, by name.
 #[derive(Clone, Default)]
@@ -46,12 +50,26 @@ impl Bindings {
     }
 }
 
+/// The PriorityClass of every bench pod, named after the namespace.
+pub async fn create_priority_class(kube: &Client, namespace: &str) -> anyhow::Result<()> {
+    let class: PriorityClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": namespace}, "value": PRIORITY, "preemptionPolicy": "Never",
+    }))?;
+    Api::<PriorityClass>::all(kube.clone()).create(&PostParams::default(), &class).await?;
+    Ok(())
+}
+
+pub fn delete_priority_class(namespace: &str) {
+    let _ = sunk_e2e::kubectl(&["delete", "priorityclass", namespace, "--wait=false"]).output();
+}
+
 /// A bench pod: 1 CPU, 64 MiB, on the fake Nodes only, for `scheduler`.
-pub fn bench_pod(name: &str, scheduler: &str) -> anyhow::Result<Pod> {
+pub fn bench_pod(name: &str, scheduler: &str, namespace: &str) -> anyhow::Result<Pod> {
     Ok(serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "labels": {"sunk.dev/bench-pod": "true"}},
         "spec": {
             "schedulerName": scheduler,
+            "priorityClassName": namespace,
             "terminationGracePeriodSeconds": 0,
             "nodeSelector": {BENCH_LABEL.0: BENCH_LABEL.1},
             "containers": [{
@@ -78,7 +96,7 @@ pub async fn burst(
         .map(|name| {
             let api = api.clone();
             async move {
-                let pod = bench_pod(&name, scheduler)?;
+                let pod = bench_pod(&name, scheduler, namespace)?;
                 let sent = Instant::now();
                 api.create(&PostParams::default(), &pod).await?;
                 anyhow::Ok((name, sent))
@@ -103,7 +121,7 @@ pub async fn one_by_one(
     let mut trips = Vec::with_capacity(count);
     for index in 0..count {
         let name = format!("{prefix}-{index}");
-        let pod = bench_pod(&name, scheduler)?;
+        let pod = bench_pod(&name, scheduler, namespace)?;
         let sent = Instant::now();
         api.create(&PostParams::default(), &pod).await?;
         trips.extend(collect(bindings, vec![(name, sent)], Duration::from_secs(60)).await?);
