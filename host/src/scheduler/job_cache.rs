@@ -93,7 +93,13 @@ impl JobCache {
     pub fn record_job(&self, pod: PodKey, job: Job) {
         let placeholder = Placeholder { pod, job };
         let mut state = self.write();
-        state.by_pod.entry(placeholder.pod.uid.clone()).or_default().push(placeholder.clone());
+        // A listing may have brought the job before the answer that made it (slurmctld can be slow
+        // to answer): one job is one placeholder, never a "duplicate" of itself.
+        let jobs = state.by_pod.entry(placeholder.pod.uid.clone()).or_default();
+        match jobs.iter_mut().find(|known| known.job.job_id == placeholder.job.job_id) {
+            Some(known) => *known = placeholder.clone(),
+            None => jobs.push(placeholder.clone()),
+        }
         state.submitted.push((Instant::now(), placeholder));
     }
 
@@ -257,6 +263,17 @@ mod tests {
         // A listing that began after the submission is the truth.
         cache.replace(vec![job(3, "b", "RUNNING")], 101, Instant::now());
         assert!(cache.for_pod("a").is_empty());
+    }
+
+    #[test]
+    fn a_job_listed_before_its_answer_arrived_stays_one_placeholder() {
+        let cache = JobCache::default();
+        cache.replace(vec![job(9, "a", "RUNNING")], 100, Instant::now());
+        let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
+        cache.record_job(pod, job(9, "a", "RUNNING"));
+        let placeholders = cache.for_pod("a");
+        assert_eq!(placeholders.len(), 1, "{placeholders:?}");
+        assert_eq!(placeholders[0].job.job_id, 9);
     }
 
     #[test]
