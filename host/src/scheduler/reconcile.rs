@@ -46,7 +46,13 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     };
     let mut placeholders = ctx.jobs.for_pod(&key.uid);
     placeholders.sort_by_key(|p| p.job.job_id);
-    let (live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
+    let (mut live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
+    let bound_to = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
+    if let Some(node) = &bound_to {
+        // Should a second job ever appear for a bound pod (a submission whose answer was lost, granted
+        // after all), the one on the pod's Node is the pod's; the other is the duplicate.
+        live.sort_by_key(|p| ctx.slurmd.kube_node_of(&p.job.nodes).as_ref() != Some(node));
+    }
 
     if let Some(why) = leaving(&pod) {
         if !live.is_empty() && still_running_on_its_node(&pod) {
@@ -63,11 +69,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         }
         return Ok(Action::await_change());
     }
-    // One pod, one job: should a second ever appear, the oldest wins.
+    // One pod, one job: should a second ever appear, the oldest wins (for a bound pod, the one on its
+    // Node).
     for duplicate in live.iter().skip(1) {
         cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
     }
-    let bound_to = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
     // A job the host cancelled to replace it, or an immediate allocation Slurm refused, never ends the pod.
     let ended: Vec<_> = ended
         .into_iter()

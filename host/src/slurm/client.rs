@@ -16,12 +16,20 @@ const API: &str = "slurm/v0.0.42";
 /// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
 const MAX_IDLE_CONNECTIONS: usize = 8;
 
+/// Requests in flight at once unless told otherwise (`with_max_in_flight`).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
+
 /// A cheaply cloned handle on one slurmrestd.
 #[derive(Clone)]
 pub struct SlurmClient {
     http: reqwest::Client,
     base: String,
     signer: Arc<TokenSigner>,
+    /// Every request passes through here: slurmrestd opens a new slurmctld connection per request,
+    /// and slurmctld 24.11.5 sometimes leaves a new connection unaccepted for 5 s, the more often the
+    /// more connections overlap (measured in the README's benchmark section). Waiting here costs
+    /// milliseconds; a stall costs everyone 5 s.
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 /// One answer to an incremental job listing.
@@ -54,7 +62,23 @@ impl SlurmClient {
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .build()?;
-        Ok(Self { http, base: base_url.trim_end_matches('/').to_string(), signer: Arc::new(signer) })
+        Ok(Self {
+            http,
+            base: base_url.trim_end_matches('/').to_string(),
+            signer: Arc::new(signer),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
+        })
+    }
+
+    /// The same slurmrestd with at most `requests` requests in flight at once (at least one).
+    pub fn with_max_in_flight(self, requests: usize) -> Self {
+        Self { in_flight: Arc::new(tokio::sync::Semaphore::new(requests.max(1))), ..self }
+    }
+
+    /// Sends a request once a slot is free (the wait is not part of the request's timeout).
+    async fn send(&self, request: RequestBuilder) -> Result<Response, SlurmError> {
+        let _slot = self.in_flight.acquire().await.expect("the semaphore is never closed");
+        Ok(request.send().await?)
     }
 
     fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
@@ -65,13 +89,13 @@ impl SlurmClient {
     }
 
     pub async fn ping(&self) -> Result<(), SlurmError> {
-        let response = self.request(Method::GET, "ping")?.send().await?;
+        let response = self.send(self.request(Method::GET, "ping")?).await?;
         decode::<Envelope>("ping", response).await.map(drop)
     }
 
     /// Submits a batch job and returns its id.
     pub async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let response = self.request(Method::POST, "job/submit")?.json(&Submit { job }).send().await?;
+        let response = self.send(self.request(Method::POST, "job/submit")?.json(&Submit { job })).await?;
         let answer: SubmitResponse = decode("job/submit", response).await?;
         match answer.job_id {
             Some(id) if answer.envelope.errors.is_empty() => Ok(id),
@@ -84,7 +108,7 @@ impl SlurmClient {
 
     /// Allocates nodes for a job with no script (`salloc`); with `immediate` it starts now or fails.
     pub async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let response = self.request(Method::POST, "job/allocate")?.json(&Submit { job }).send().await?;
+        let response = self.send(self.request(Method::POST, "job/allocate")?.json(&Submit { job })).await?;
         let answer: SubmitResponse = decode("job/allocate", response).await?;
         match answer.job_id {
             Some(id) if id > 0 && answer.envelope.errors.is_empty() => Ok(id),
@@ -96,7 +120,7 @@ impl SlurmClient {
 
     /// One job as Slurm lists it, if it knows it.
     pub async fn job(&self, job_id: u32) -> Result<Option<Job>, SlurmError> {
-        let response = self.request(Method::GET, &format!("job/{job_id}"))?.send().await?;
+        let response = self.send(self.request(Method::GET, &format!("job/{job_id}"))?).await?;
         match decode::<JobsResponse>("job", response).await {
             Ok(answer) => Ok(answer.jobs.into_iter().next()),
             Err(SlurmError::Api { status: 404, .. }) => Ok(None),
@@ -106,7 +130,7 @@ impl SlurmClient {
 
     /// Cancels a job (SIGKILL after KillWait, as scancel). A job that already ended is not an error.
     pub async fn cancel(&self, job_id: u32) -> Result<(), SlurmError> {
-        let response = self.request(Method::DELETE, &format!("job/{job_id}"))?.send().await?;
+        let response = self.send(self.request(Method::DELETE, &format!("job/{job_id}"))?).await?;
         match decode::<Envelope>("job cancel", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
@@ -117,7 +141,7 @@ impl SlurmClient {
     /// Changes a job (an administrator may change a running job's admin comment, and a pending job's
     /// placement limits).
     pub async fn update_job(&self, job_id: u32, update: &JobUpdate) -> Result<(), SlurmError> {
-        let response = self.request(Method::POST, &format!("job/{job_id}"))?.json(update).send().await?;
+        let response = self.send(self.request(Method::POST, &format!("job/{job_id}"))?.json(update)).await?;
         decode::<Envelope>("job update", response).await.map(drop)
     }
 
@@ -127,7 +151,7 @@ impl SlurmClient {
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
-        let answer: JobsResponse = decode("jobs", request.send().await?).await?;
+        let answer: JobsResponse = decode("jobs", self.send(request).await?).await?;
         // With update_time, "nothing changed" comes back as no jobs and a zero last_update.
         match answer.last_update.get() {
             Some(last_update) if last_update > 0 => Ok(JobsPage::All { jobs: answer.jobs, last_update }),
@@ -139,7 +163,7 @@ impl SlurmClient {
     /// The names of the cluster's partitions.
     pub async fn partitions(&self) -> Result<Vec<String>, SlurmError> {
         let answer: PartitionsResponse =
-            decode("partitions", self.request(Method::GET, "partitions")?.send().await?).await?;
+            decode("partitions", self.send(self.request(Method::GET, "partitions")?).await?).await?;
         Ok(answer.partitions.into_iter().map(|partition| partition.name).collect())
     }
 
@@ -153,7 +177,7 @@ impl SlurmClient {
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
-        let response = request.send().await?;
+        let response = self.send(request).await?;
         if response.status() == StatusCode::NOT_MODIFIED {
             return Ok(NodesPage::Unchanged);
         }
@@ -167,13 +191,13 @@ impl SlurmClient {
 
     /// Changes a node's state, reason or comment.
     pub async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
-        let response = self.request(Method::POST, &node_path(name))?.json(update).send().await?;
+        let response = self.send(self.request(Method::POST, &node_path(name))?.json(update)).await?;
         decode::<Envelope>("node update", response).await.map(drop)
     }
 
     /// Deletes a dynamic node's record. A node that is already gone is not an error.
     pub async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
-        let response = self.request(Method::DELETE, &node_path(name))?.send().await?;
+        let response = self.send(self.request(Method::DELETE, &node_path(name))?).await?;
         match decode::<Envelope>("node delete", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(unknown_node) => Ok(()),

@@ -12,7 +12,7 @@ mod node_cache;
 mod resources;
 
 pub use auth::TokenSigner;
-pub use client::{JobsPage, NodesPage, SlurmClient};
+pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SlurmClient};
 pub use error::SlurmError;
 pub use hostlist::{HostlistError, expand as expand_hostlist};
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobState, JobUpdate, NoValue};

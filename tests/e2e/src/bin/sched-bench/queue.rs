@@ -39,9 +39,11 @@ impl Queue {
             memory_per_node: NoValue::of(256),
             ..Default::default()
         };
+        // One at a time: slurmctld 24.11.5 sometimes leaves a new connection unaccepted for 5 s, and
+        // the more connections overlap the more often (see the README's benchmark section).
         futures::stream::iter(0..jobs)
             .map(|_| slurm.submit(&job))
-            .buffer_unordered(8)
+            .buffer_unordered(1)
             .try_for_each(|_| async { Ok(()) })
             .await?;
         Ok(Queue { _fillers: fillers })
