@@ -116,7 +116,8 @@ async fn deleting_a_member_tears_the_gang_down() -> anyhow::Result<()> {
         jobs.iter().find(|j| j.job_id == job.job_id && j.state() == JobState::Ended).map(|j| j.state_name())
     })
     .await?;
-    assert_eq!(state, "CANCELLED");
+    // Ended as soon as cancelled, possibly still cleaning up (CANCELLED+COMPLETING).
+    assert!(state.starts_with("CANCELLED"), "the gang's job was cancelled: {state}");
     let pods = cluster.pods();
     wait_for("the other member to be deleted", BIND, || async {
         match pods.get_opt("ps-1").await.ok()? {

@@ -90,7 +90,7 @@ async fn a_pod_the_kubelet_rejects_leaves_no_slurm_job_and_says_why() -> anyhow:
     })
     .await?;
     assert_eq!(jobs.len(), 1, "one placeholder, no resubmission: {jobs:?}");
-    assert_eq!(jobs[0].state_name(), "CANCELLED");
+    assert!(jobs[0].state_name().starts_with("CANCELLED"), "cancelled (perhaps still completing): {jobs:?}");
     cluster
         .wait_event("big", "SlurmJobCancelled naming the kubelet's reason", |reason, note| {
             reason == "SlurmJobCancelled" && note.contains("OutOfmemory")

@@ -191,7 +191,8 @@ async fn placeholders_of_pods_deleted_while_the_host_was_down_are_cancelled() ->
         jobs.iter().find(|job| job.state() == JobState::Ended).map(|job| job.state_name())
     })
     .await?;
-    assert_eq!(state, "CANCELLED");
+    // Ended as soon as cancelled, possibly still cleaning up (CANCELLED+COMPLETING).
+    assert!(state.starts_with("CANCELLED"), "the orphan was cancelled: {state}");
     Ok(())
 }
 
