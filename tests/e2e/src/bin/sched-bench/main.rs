@@ -70,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
         (cluster.readyz(host).await.ok()?.0 == 200).then_some(())
     })
     .await?;
-    measure::create_priority_class(&cluster.kube, &namespace).await?;
+    let _priority_class = measure::BenchPriorityClass::create(&cluster.kube, &namespace).await?;
     let bindings = Bindings::watch(&cluster.kube, &namespace);
 
     let mut rows = Vec::new();
@@ -93,7 +93,6 @@ async fn main() -> anyhow::Result<()> {
     for line in metrics.lines().filter(|line| line.starts_with("sunk_scheduler_schedule_attempts_total")) {
         println!("  {line}");
     }
-    measure::delete_priority_class(&namespace);
     drop(fleet);
     Ok(())
 }

@@ -50,17 +50,24 @@ impl Bindings {
     }
 }
 
-/// The PriorityClass of every bench pod, named after the namespace.
-pub async fn create_priority_class(kube: &Client, namespace: &str) -> anyhow::Result<()> {
-    let class: PriorityClass = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": namespace}, "value": PRIORITY, "preemptionPolicy": "Never",
-    }))?;
-    Api::<PriorityClass>::all(kube.clone()).create(&PostParams::default(), &class).await?;
-    Ok(())
+/// The PriorityClass of every bench pod, named after the namespace; deleted when dropped, so a run
+/// that fails half-way leaves no cluster-wide object behind (as `Fleet` and `Queue` clean up theirs).
+pub struct BenchPriorityClass(String);
+
+impl BenchPriorityClass {
+    pub async fn create(kube: &Client, namespace: &str) -> anyhow::Result<Self> {
+        let class: PriorityClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": namespace}, "value": PRIORITY, "preemptionPolicy": "Never",
+        }))?;
+        Api::<PriorityClass>::all(kube.clone()).create(&PostParams::default(), &class).await?;
+        Ok(Self(namespace.to_string()))
+    }
 }
 
-pub fn delete_priority_class(namespace: &str) {
-    let _ = sunk_e2e::kubectl(&["delete", "priorityclass", namespace, "--wait=false"]).output();
+impl Drop for BenchPriorityClass {
+    fn drop(&mut self) {
+        let _ = sunk_e2e::kubectl(&["delete", "priorityclass", &self.0, "--wait=false"]).output();
+    }
 }
 
 /// A bench pod: 1 CPU, 64 MiB, on the fake Nodes only, for `scheduler`.
