@@ -41,8 +41,9 @@ pub struct HostArgs {
     poll_interval_ms: u64,
     /// Requests to slurmrestd in flight at once (each is a new slurmctld connection; see the README's
     /// benchmark section for why few is faster on Slurm 24.11).
-    #[arg(long, env = "SUNK_SLURM_MAX_REQUESTS", default_value_t = crate::slurm::DEFAULT_MAX_IN_FLIGHT)]
-    slurm_max_requests: usize,
+    #[arg(long, env = "SUNK_SLURM_MAX_REQUESTS", default_value_t = crate::slurm::DEFAULT_MAX_IN_FLIGHT as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    slurm_max_requests: u64,
     /// Slurm's KillWait in seconds; pods must have a termination grace period at least 5 s shorter.
     #[arg(long, env = "SUNK_SLURM_KILL_WAIT", default_value_t = 30)]
     slurm_kill_wait: u32,
@@ -153,7 +154,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     let key = std::fs::read(&args.slurm_jwt_key)
         .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
     let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
-    let slurm = SlurmClient::new(&args.slurm_url, signer)?.with_max_in_flight(args.slurm_max_requests);
+    let slurm = SlurmClient::new(&args.slurm_url, signer)?.with_max_in_flight(args.slurm_max_requests as usize);
     slurm.ping().await.with_context(|| format!("--slurm-url {}: slurmrestd does not answer", args.slurm_url))?;
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
     let policies = Arc::new(Policies::bundled(failure_modes(&args.fail_closed))?);
