@@ -69,7 +69,9 @@ pub fn decide(
     let action = match wanted {
         Some((wanted, _)) if drained && reason == wanted => Action::Nothing,
         Some((wanted, cause)) => Action::Drain {
-            reapplied: !drained && reason == wanted && input.drained_for == Some(cause.key.as_str()),
+            // The pod records that sunk drained for this very cause, yet Slurm is not drained: it was
+            // resumed behind sunk's back. Not the reason: Slurm clears it when the slurmd registers again.
+            reapplied: !drained && input.drained_for == Some(cause.key.as_str()),
             reason: wanted,
             cause: cause.key.clone(),
         },

@@ -58,10 +58,13 @@ fn a_resume_undoes_only_the_recorded_cause_when_the_policy_agrees() {
 
 #[test]
 fn a_drain_resumed_in_slurm_while_its_cause_persists_is_reapplied() {
-    // Slurm keeps the reason after a resume.
-    let resumed = node(&["IDLE"], "k8s: cordoned");
     let again = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: true };
-    assert_eq!(run(&[cordon()], &resumed, Some("cordon"), None), again);
+    // Right after the resume Slurm keeps the reason; once the slurmd registers again it is gone.
+    assert_eq!(run(&[cordon()], &node(&["IDLE"], "k8s: cordoned"), Some("cordon"), None), again);
+    assert_eq!(run(&[cordon()], &node(&["IDLE"], ""), Some("cordon"), None), again);
+    // Drained before for another cause: this one is a fresh drain.
+    let fresh = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    assert_eq!(run(&[cordon()], &node(&["IDLE"], ""), Some("label/x"), None), fresh);
 }
 
 #[test]
