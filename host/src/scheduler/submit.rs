@@ -40,8 +40,13 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
                 ctx.jobs.record_job(key.clone(), (*job).clone());
                 let note = format!("allocated at once as Slurm job {}", job.job_id);
-                ctx.writer.event(pod, false, "SlurmJobAllocated", "Schedule", note).await;
-                return bind::bind(pod, &Placeholder { pod: key, job: *job }, ctx).await;
+                // Side by side: the Event must not add an API round trip before the binding.
+                let placeholder = Placeholder { pod: key, job: *job };
+                let (_, bound) = tokio::join!(
+                    ctx.writer.event(pod, false, "SlurmJobAllocated", "Schedule", note),
+                    bind::bind(pod, &placeholder, ctx)
+                );
+                return bound;
             }
             Allocation::Granted(job_id, request) => {
                 ctx.jobs.record_submitted(key, job_id, &request);

@@ -71,7 +71,14 @@ async fn pod_group_min_member(client: &Client, namespace: &str, name: &str) -> O
     };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     // No CRD and no PodGroup are both a 404: the pod's own size label applies.
-    let pod_group = api.get_opt(name).await.ok().flatten()?;
+    let pod_group = match api.get_opt(name).await {
+        Ok(pod_group) => pod_group?,
+        Err(error) => {
+            // e.g. 403 without the chart's RBAC: the size label still works, but say why minMember is not read.
+            tracing::warn!(namespace, pod_group = name, %error, "cannot read the PodGroup; using the pod's size label");
+            return None;
+        }
+    };
     pod_group.data.get("spec")?.get("minMember")?.as_i64()
 }
 

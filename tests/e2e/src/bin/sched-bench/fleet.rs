@@ -108,6 +108,10 @@ fn slurmd_pod(node: &str) -> anyhow::Result<Pod> {
 impl Drop for Fleet {
     fn drop(&mut self) {
         // Drop cannot await: kubectl and scontrol do the cleaning, then the agent stops its slurmd.
+        // DOWN first: Slurm then ends whatever still runs or completes there (a run cut short leaves
+        // jobs behind), which a node must be rid of before `scontrol delete` takes it.
+        let down = format!("nodename={}", self.nodes.join(","));
+        let _ = sunk_e2e::in_slurm_root(&["scontrol", "update", &down, "state=down", "reason=sched-bench finished"]);
         let pods: Vec<String> = self.nodes.iter().map(|node| format!("slurmd-{node}")).collect();
         let mut delete_pods =
             vec!["delete", "pod", "-n", &self.namespace, "--grace-period=0", "--force", "--wait=false"];

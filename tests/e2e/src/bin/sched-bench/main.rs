@@ -79,7 +79,7 @@ async fn main() -> anyhow::Result<()> {
         rows.push((format!("{label}, one by one"), one_by_one(&cluster, &bindings, scheduler, &args, "empty").await?));
     }
     let began = Instant::now();
-    let queue = queue::Queue::fill(&cluster.slurm, args.queued, &fleet.nodes).await?;
+    let queue = tokio::task::block_in_place(|| queue::Queue::fill(args.queued, &fleet.nodes))?;
     println!("{} jobs pending in Slurm (queued in {:.0} s)", queue::Queue::pending()?, began.elapsed().as_secs_f64());
     rows.push(("sunk, burst, Slurm queue".into(), burst(&cluster, &bindings, SCHEDULER, &args, "queued").await?));
     rows.push((
