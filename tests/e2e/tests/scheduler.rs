@@ -63,7 +63,7 @@ async fn deleting_a_pod_cancels_its_job() -> anyhow::Result<()> {
             jobs.iter().find(|job| job.job_id == job_id && job.state() == JobState::Ended).map(|job| job.state_name())
         })
         .await?;
-        assert_eq!(state, "CANCELLED", "job of pod {name}");
+        assert!(state.starts_with("CANCELLED"), "job of pod {name}: {state}");
     }
     Ok(())
 }
