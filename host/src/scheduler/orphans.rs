@@ -9,6 +9,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::{JobCache, Scope};
 use crate::slurm::SlurmClient;
 
+/// Jobs cancelled per request.
+const CANCEL_BATCH: usize = 200;
+
 /// What the sweep looks at. Placeholders of pods outside the scheduler's scope are not its business:
 /// their pods are not in its store, and must never be taken for gone.
 pub struct Sweep {
@@ -43,6 +46,7 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
         }
         let live = jobs.live();
         tracing::debug!(placeholders = live.len(), pods = pods.state().len(), "sweeping for orphan placeholders");
+        let mut orphans = Vec::new();
         for placeholder in live.into_iter().filter(|p| scope.contains(&p.pod.namespace)) {
             let key = &placeholder.pod;
             let pod = pods.get(&ObjectRef::new(&key.name).within(&key.namespace));
@@ -51,8 +55,24 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
             }
             tracing::info!(job = placeholder.job.job_id, pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
             super::gang::keep_members_waiting(&slurm, &placeholder).await;
-            if let Err(error) = slurm.cancel(placeholder.job.job_id).await {
-                tracing::warn!(job = placeholder.job.job_id, %error, "could not cancel orphan placeholder");
+            orphans.push(placeholder.job.job_id);
+        }
+        // A gang's job is listed under each member: cancelled once.
+        orphans.sort_unstable();
+        orphans.dedup();
+        // One request per batch: a deleted Deployment's hundreds of jobs go in seconds, not minutes.
+        for batch in orphans.chunks(CANCEL_BATCH) {
+            match slurm.cancel_jobs(batch).await {
+                Ok(refused) => {
+                    for (job, why) in &refused {
+                        tracing::warn!(%job, why, "Slurm did not cancel an orphan placeholder");
+                    }
+                    // Over until the next listing says otherwise: the next sweep does not cancel them again.
+                    for &job in batch.iter().filter(|job| !refused.iter().any(|(id, _)| *id == job.to_string())) {
+                        jobs.record_cancelled(job, None);
+                    }
+                }
+                Err(error) => tracing::warn!(jobs = batch.len(), %error, "could not cancel orphan placeholders"),
             }
         }
     }

@@ -284,6 +284,32 @@ pub(super) struct JobsResponse {
     pub envelope: Envelope,
 }
 
+/// The answer to `DELETE jobs`: the jobs Slurm did not signal, each with why.
+#[derive(Debug, Deserialize)]
+pub(super) struct CancelJobsResponse {
+    #[serde(default)]
+    pub status: Vec<NotSignalled>,
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct NotSignalled {
+    /// The job as it was asked for (a job id, or an array/step expression).
+    #[serde(default)]
+    pub step_id: String,
+    #[serde(default)]
+    pub error: SignalError,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct SignalError {
+    #[serde(default)]
+    pub code: i64,
+    #[serde(default)]
+    pub message: String,
+}
+
 #[derive(Debug, Deserialize)]
 pub(super) struct Partition {
     pub name: String,
