@@ -133,6 +133,7 @@ async fn finish(cluster: &Cluster, summary: Summary, prefix: &str) -> anyhow::Re
         millis(summary.p50),
         millis(summary.p99)
     );
+    let clearing = Instant::now();
     measure::clear(&cluster.kube, &cluster.namespace).await?;
     // The host cancels one job per request, and slurmctld 24.11.5 takes about one or two a second
     // here (see the README's benchmark section).
@@ -142,6 +143,7 @@ async fn finish(cluster: &Cluster, summary: Summary, prefix: &str) -> anyhow::Re
         (!listed.lines().any(|nodes| nodes.contains("bench-node"))).then_some(())
     })
     .await?;
+    println!("{prefix}: pods deleted and their Slurm jobs gone in {:.1} s", clearing.elapsed().as_secs_f64());
     Ok(summary)
 }
 
