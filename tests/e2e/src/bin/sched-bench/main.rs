@@ -135,8 +135,7 @@ async fn finish(cluster: &Cluster, summary: Summary, prefix: &str) -> anyhow::Re
     );
     let clearing = Instant::now();
     measure::clear(&cluster.kube, &cluster.namespace).await?;
-    // The host cancels one job per request, and slurmctld 24.11.5 takes about one or two a second
-    // here (see the README's benchmark section).
+    // Clearing has taken about a second per pod here (see the README's benchmark section).
     let patience = Duration::from_secs(120 + 2 * summary.pods as u64);
     wait_for("the bench nodes to be free in Slurm", patience, || async {
         let listed = in_slurm_root(&["squeue", "-h", "-t", "R,CG,CF", "-o", "%N"]).ok()?;
