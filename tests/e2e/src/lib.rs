@@ -16,7 +16,7 @@ use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 mod slurm;
-pub use slurm::{FrozenSlurmrestd, SlurmJob, in_slurm_root, slurm_node, slurmrestd_frozen};
+pub use slurm::{SlurmJob, in_slurm_root, slurm_node, slurmrestd_frozen};
 
 pub const SCHEDULER: &str = "sunk";
 /// The host image the local cluster builds from images/sunk (tests/cluster/env.sh).
@@ -478,6 +478,25 @@ pub(crate) fn signal(pid: i32, signal: &str) -> anyhow::Result<()> {
     let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
     anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
     Ok(())
+}
+
+/// A local cluster process stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT).
+pub struct Frozen(i32);
+
+impl Frozen {
+    /// Freezes the component tests/cluster started under this name (`slurmrestd`, `kubelet-kube-node-1`).
+    pub fn component(name: &str) -> anyhow::Result<Self> {
+        let pid_file = state_dir().join("pids").join(format!("{name}.pid"));
+        let pid: i32 = std::fs::read_to_string(&pid_file)?.trim().parse()?;
+        signal(pid, "STOP")?;
+        Ok(Frozen(pid))
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = signal(self.0, "CONT");
+    }
 }
 
 /// Labels and taints a test puts on shared Nodes, all taken off again when the guard is dropped

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::bail;
 
-use crate::{Cluster, repo_root, signal, state_dir};
+use crate::{Cluster, Frozen, repo_root};
 
 /// Runs a Slurm command (`sbatch`, `scontrol`, ...) as root in the local cluster's Slurm root, as
 /// an HPC user on a login node would; returns its standard output.
@@ -25,18 +25,8 @@ pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<
 
 /// slurmrestd stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT): Slurm cannot be
 /// read, and requests hang as they would behind a dead network.
-pub struct FrozenSlurmrestd(i32);
-
-pub fn slurmrestd_frozen() -> anyhow::Result<FrozenSlurmrestd> {
-    let pid: i32 = std::fs::read_to_string(state_dir().join("pids/slurmrestd.pid"))?.trim().parse()?;
-    signal(pid, "STOP")?;
-    Ok(FrozenSlurmrestd(pid))
-}
-
-impl Drop for FrozenSlurmrestd {
-    fn drop(&mut self) {
-        let _ = signal(self.0, "CONT");
-    }
+pub fn slurmrestd_frozen() -> anyhow::Result<Frozen> {
+    Frozen::component("slurmrestd")
 }
 
 /// A job submitted with sbatch, cancelled when dropped.

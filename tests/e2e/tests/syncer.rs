@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
-use sunk_e2e::{Cluster, in_slurm_root, kubectl, slurm_node, slurmrestd_frozen, wait_for};
+use sunk_e2e::{Cluster, Frozen, in_slurm_root, kubectl, slurm_node, slurmrestd_frozen, wait_for};
 
 const NODE: &str = "kube-node-1";
 const SLURMD_POD: &str = "gpu-kube-node-1";
@@ -167,10 +167,15 @@ async fn node_problems_drain_with_their_message_and_clearing_one_resumes_only_wi
 -> anyhow::Result<()> {
     let _restored = NodeRestored::new();
     let cluster = syncer_cluster("sync-problem").await?;
-    set_condition("Ready", Some(("False", "kubelet stopped: e2e"))).await?;
-    let reason = wait_drain(&cluster, "NotReady to drain", |r| r.is_some()).await?;
-    assert!(reason.contains("Ready=False") && reason.contains("kubelet stopped: e2e"), "{reason}");
-    set_condition("Ready", Some(("True", "kubelet is posting ready status"))).await?;
+    {
+        // The kubelet posts its own Ready every 10 s, which would undo a test's Ready=False before the
+        // Syncer (or this test) saw it: it stays stopped while the Node is NotReady, as a hung kubelet.
+        let _kubelet = Frozen::component(&format!("kubelet-{NODE}"))?;
+        set_condition("Ready", Some(("False", "kubelet stopped: e2e"))).await?;
+        let reason = wait_drain(&cluster, "NotReady to drain", |r| r.is_some()).await?;
+        assert!(reason.contains("Ready=False") && reason.contains("kubelet stopped: e2e"), "{reason}");
+    }
+    // The running kubelet reports Ready=True by itself.
     wait_drain(&cluster, "Ready again to resume", |r| r.is_none()).await?;
 
     set_condition("GpuUnhealthy", Some(("True", "xid 79 on GPU 1"))).await?;
