@@ -92,6 +92,10 @@ pub struct HostArgs {
     /// before falling back to a queued placeholder. Needs slurm.conf's InactiveLimit=0 (the default).
     #[arg(long, env = "SUNK_FAST_PATH", default_value_t = false, action = clap::ArgAction::Set)]
     fast_path: bool,
+    /// Pods that arrive while a submission is in flight go to Slurm together, as one job array of at
+    /// most this many tasks (one per pod); 1 submits every pod as a job of its own.
+    #[arg(long, env = "SUNK_MAX_ARRAY_TASKS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100))]
+    max_array_tasks: u64,
     /// Lets a pod with a PriorityClass preempt lower-priority Slurm jobs and pods when Slurm has no
     /// room for it, as the preemption policy decides. `--preemption=false` turns it off.
     #[arg(long, env = "SUNK_PREEMPTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -261,6 +265,7 @@ async fn writers(
             metrics: metrics.scheduler.clone(),
             scope: scheduler::Scope::new(&args.watch_namespaces),
             fast_path: args.fast_path,
+            max_array_tasks: args.max_array_tasks as usize,
             preemption: args.preemption,
             evictions: crate::kube::connect_without_retries(args.kubeconfig.as_deref()).await?,
         };

@@ -25,16 +25,16 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// cannot be marked, so it is cancelled and its successor submitted in the same pass (a host dying
 /// between the two would see a cancelled job and delete the pod, for its owner to recreate).
 pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Action, Error> {
-    let job_id = placeholder.job.job_id;
+    let job_id = placeholder.job.target();
     let marked_comment = placeholder::replaced(&placeholder.job.admin_comment);
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
-    let marked = match ctx.slurm.update_job(job_id, &mark).await {
+    let marked = match ctx.slurm.update_job(&job_id, &mark).await {
         Ok(()) => true,
         Err(error) if submit::names_a_vanished_node(&error) => false,
         Err(error) => return Err(error.into()),
     };
-    ctx.slurm.cancel(job_id).await?;
-    ctx.jobs.record_cancelled(job_id, marked.then_some(marked_comment.as_str()));
+    ctx.slurm.cancel(&job_id).await?;
+    ctx.jobs.record_cancelled(&job_id, marked.then_some(marked_comment.as_str()));
     let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
     tracing::info!(pod = %placeholder.pod.name, "{note}");
     ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
@@ -49,7 +49,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
     let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
         let message = format!(
             "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
-            placeholder.job.job_id
+            placeholder.job.target()
         );
         conditions::waiting(ctx, pod, conditions::SLURM_NODE_UNKNOWN, &message).await?;
         return Ok(Action::requeue(RETRY));
@@ -64,7 +64,9 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
     }
     let note = format!(
         "Successfully assigned {}/{} to {node} (Slurm job {} on {slurm_node})",
-        placeholder.pod.namespace, placeholder.pod.name, placeholder.job.job_id
+        placeholder.pod.namespace,
+        placeholder.pod.name,
+        placeholder.job.target()
     );
     tracing::info!("{note}");
     ctx.writer.event(pod, false, "Scheduled", "Bind", note).await;

@@ -96,27 +96,29 @@ impl JobCache {
         // A listing may have brought the job before the answer that made it (slurmctld can be slow
         // to answer): one job is one placeholder, never a "duplicate" of itself.
         let jobs = state.by_pod.entry(placeholder.pod.uid.clone()).or_default();
-        match jobs.iter_mut().find(|known| known.job.job_id == placeholder.job.job_id) {
+        match jobs.iter_mut().find(|known| known.job.target() == placeholder.job.target()) {
             Some(known) => *known = placeholder.clone(),
             None => jobs.push(placeholder.clone()),
         }
         state.submitted.push((Instant::now(), placeholder));
     }
 
-    /// Remembers that this host cancelled a job (with the admin comment it gave it, e.g. the
-    /// replaced mark), so that it is not taken for live, or for merely ended, before Slurm lists it.
-    pub fn record_cancelled(&self, job_id: u32, admin_comment: Option<&str>) {
+    /// Remembers that this host cancelled a job, named as Slurm was told (`12`, or `10_3` for an
+    /// array's task), with the admin comment it gave it (e.g. the replaced mark), so that it is not
+    /// taken for live, or for merely ended, before Slurm lists it.
+    pub fn record_cancelled(&self, target: &str, admin_comment: Option<&str>) {
+        let is_it = |job: &Job| job.target() == target || job.job_id.to_string() == target;
         let mut state = self.write();
-        for placeholder in state.by_pod.values_mut().flatten().filter(|p| p.job.job_id == job_id) {
+        for placeholder in state.by_pod.values_mut().flatten().filter(|p| is_it(&p.job)) {
             placeholder.job.job_state = vec!["CANCELLED".into()];
             if let Some(comment) = admin_comment {
                 placeholder.job.admin_comment = comment.to_owned();
             }
         }
         // It still holds its nodes until Slurm has cleaned up after it.
-        if state.holding.iter().any(|job| job.job_id == job_id) {
+        if state.holding.iter().any(is_it) {
             let mut holding = state.holding.as_ref().clone();
-            for job in holding.iter_mut().filter(|job| job.job_id == job_id) {
+            for job in holding.iter_mut().filter(|job| is_it(job)) {
                 job.job_state = vec!["CANCELLED".into(), "COMPLETING".into()];
                 if let Some(comment) = admin_comment {
                     job.admin_comment = comment.to_owned();
@@ -158,9 +160,10 @@ impl JobCache {
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
         let holding: Vec<Job> = jobs.iter().filter(|job| job.holds_nodes()).cloned().collect();
         for job in jobs {
-            // A gang's job is listed under every member.
-            for pod in super::placeholder::linked_pods(&job.admin_comment) {
-                by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job: job.clone() });
+            // A gang's job is listed under every member; tasks of an array pending together, each
+            // under its own pod.
+            for (pod, job) in super::placeholder::linked(&job) {
+                by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job });
             }
         }
         let mut state = self.write();
@@ -168,7 +171,8 @@ impl JobCache {
         state.submitted.retain(|(at, _)| *at >= began);
         for (_, placeholder) in &state.submitted {
             let jobs = by_pod.entry(placeholder.pod.uid.clone()).or_default();
-            if !jobs.iter().any(|known| known.job.job_id == placeholder.job.job_id) {
+            // An array's task is the same job pending with its siblings and running on its own.
+            if !jobs.iter().any(|known| known.job.target() == placeholder.job.target()) {
                 jobs.push(placeholder.clone());
             }
         }
@@ -277,6 +281,56 @@ mod tests {
     }
 
     #[test]
+    fn an_array_task_is_one_placeholder_pending_with_its_siblings_and_running_alone() {
+        use crate::scheduler::batch::ArrayLink;
+        use crate::slurm::NoValue;
+        let pods: Vec<PodKey> = ["a", "b"]
+            .iter()
+            .map(|uid| PodKey { namespace: "ns".into(), name: format!("pod-{uid}"), uid: (*uid).into() })
+            .collect();
+        let link = ArrayLink { namespace: "ns".into(), members: pods.clone() }.render();
+        let cache = JobCache::default();
+        // As the submit path records task 0 before any listing.
+        let submitted = Job {
+            job_id: 50,
+            admin_comment: link.clone(),
+            job_state: vec!["PENDING".into()],
+            array_job_id: NoValue::of(50),
+            array_task_id: NoValue::of(0),
+            ..Default::default()
+        };
+        cache.record_job(pods[0].clone(), submitted);
+        let began = Instant::now();
+        // Task 0 started as job 51; task 1 still pends in the array's record.
+        let running = Job {
+            job_id: 51,
+            admin_comment: link.clone(),
+            job_state: vec!["RUNNING".into()],
+            array_job_id: NoValue::of(50),
+            array_task_id: NoValue::of(0),
+            nodes: "n1".into(),
+            ..Default::default()
+        };
+        let pending = Job {
+            job_id: 50,
+            admin_comment: link,
+            job_state: vec!["PENDING".into()],
+            array_job_id: NoValue::of(50),
+            array_task_string: "1".into(),
+            ..Default::default()
+        };
+        cache.replace(vec![running, pending], 3, began - Duration::from_secs(1));
+        let a = cache.for_pod("a");
+        assert_eq!(a.len(), 1, "never a duplicate of itself: {a:?}");
+        assert_eq!((a[0].job.job_id, a[0].job.state()), (51, JobState::Running));
+        let b = cache.for_pod("b");
+        assert_eq!((b.len(), b[0].job.target(), b[0].job.state()), (1, "50_1".to_string(), JobState::Pending));
+        cache.record_cancelled("50_1", None);
+        assert_eq!(cache.for_pod("b")[0].job.state(), JobState::Ended);
+        assert_eq!(cache.for_pod("a")[0].job.state(), JobState::Running, "a sibling's cancel is not this task's");
+    }
+
+    #[test]
     fn a_listing_without_answer_or_failing_makes_slurm_unreachable() {
         let cache = JobCache::default();
         assert_eq!(cache.unreachable(Duration::ZERO), None);
@@ -292,7 +346,7 @@ mod tests {
     fn a_cancelled_job_reads_as_over_with_its_new_comment_until_listed() {
         let cache = JobCache::default();
         cache.replace(vec![job(4, "a", "RUNNING")], 1, Instant::now());
-        cache.record_cancelled(4, Some("marked"));
+        cache.record_cancelled("4", Some("marked"));
         let known = &cache.for_pod("a")[0].job;
         assert_eq!((known.state(), known.admin_comment.as_str()), (JobState::Ended, "marked"));
     }

@@ -1,6 +1,7 @@
 //! The pod scheduler: pods that name sunk as their scheduler become placeholder Slurm jobs, and are
 //! bound to the Kubernetes Node that hosts the slurmd of the Slurm node the job was given.
 
+mod batch;
 mod bind;
 mod conditions;
 mod exclusions;
@@ -29,7 +30,7 @@ use kube::{Api, Client};
 
 pub use job_cache::{JobCache, Placeholder};
 pub use metrics::SchedulerMetrics;
-pub use placeholder::{PodKey, linked_pods};
+pub use placeholder::{PodKey, linked, linked_pods};
 pub use pod_record::pod_record;
 pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
@@ -53,6 +54,8 @@ pub struct Config {
     pub scope: Scope,
     /// Try an immediate allocation before queueing a placeholder (see `fast_path`).
     pub fast_path: bool,
+    /// The most pods one job array may carry (see `batch`); 1 submits every pod alone.
+    pub max_array_tasks: usize,
     /// Let waiting pods preempt lower-priority work, as the preemption policy decides.
     pub preemption: bool,
     /// The client preemption evicts pods with: one that takes a 429 (a disruption budget's refusal)
@@ -75,6 +78,8 @@ pub struct Context {
     pub cluster: policy::Cluster,
     pub metrics: SchedulerMetrics,
     pub fast_path: bool,
+    /// Pods waiting to be submitted together.
+    pub batches: batch::Batches,
     pub preemption: bool,
     /// Preemptions under way.
     pub preemptions: preemption::InFlight,
@@ -90,6 +95,9 @@ pub enum Error {
     Slurm(#[from] SlurmError),
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// A failure several pods share (one job array's submission).
+    #[error(transparent)]
+    SharedSlurm(Arc<SlurmError>),
 }
 
 /// Runs the scheduler until a termination signal arrives. `slurm_nodes` is the host's one cache of
@@ -154,6 +162,7 @@ pub async fn run(
         cluster: config.cluster,
         metrics: config.metrics,
         fast_path: config.fast_path,
+        batches: batch::Batches::new(config.max_array_tasks),
         preemption: config.preemption,
         preemptions: preemption::InFlight::default(),
         requeued_seen: preemption::by_slurm::FirstSeen::default(),

@@ -53,9 +53,9 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
             if pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(key.uid.as_str())) {
                 continue;
             }
-            tracing::info!(job = placeholder.job.job_id, pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
+            tracing::info!(job = %placeholder.job.target(), pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
             super::gang::keep_members_waiting(&slurm, &placeholder).await;
-            orphans.push(placeholder.job.job_id);
+            orphans.push(placeholder.job.target());
         }
         // A gang's job is listed under each member: cancelled once.
         orphans.sort_unstable();
@@ -68,7 +68,7 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
                         tracing::warn!(%job, why, "Slurm did not cancel an orphan placeholder");
                     }
                     // Over until the next listing says otherwise: the next sweep does not cancel them again.
-                    for &job in batch.iter().filter(|job| !refused.iter().any(|(id, _)| *id == job.to_string())) {
+                    for job in batch.iter().filter(|job| !refused.iter().any(|(id, _)| id == *job)) {
                         jobs.record_cancelled(job, None);
                     }
                 }

@@ -44,12 +44,44 @@ impl PodKey {
     }
 }
 
-/// The pods a job stands for: its one pod, or every member of its gang.
-pub fn linked_pods(admin_comment: &str) -> Vec<PodKey> {
-    match PodKey::from_link(admin_comment) {
-        Some(pod) => vec![pod],
-        None => super::gang::GangLink::parse(admin_comment).map(|link| link.members).unwrap_or_default(),
+/// The pods a job stands for: its one pod, every member of its gang, or the pods of the array tasks
+/// it is.
+pub fn linked_pods(job: &crate::slurm::Job) -> Vec<PodKey> {
+    linked(job).into_iter().map(|(pod, _)| pod).collect()
+}
+
+/// Each pod a job stands for, with what is that pod's job: the job itself, or for tasks of an array
+/// still pending together, the pod's own task.
+pub fn linked(job: &crate::slurm::Job) -> Vec<(PodKey, crate::slurm::Job)> {
+    if let Some(pod) = PodKey::from_link(&job.admin_comment) {
+        return vec![(pod, job.clone())];
     }
+    if let Some(gang) = super::gang::GangLink::parse(&job.admin_comment) {
+        return gang.members.into_iter().map(|pod| (pod, job.clone())).collect();
+    }
+    super::batch::ArrayLink::parse(&job.admin_comment).map(|array| array.placeholders(job)).unwrap_or_default()
+}
+
+/// `<pod>:<uid>,<pod>:<uid>...`: several pods of one namespace in a link.
+pub(super) fn render_members(members: &[PodKey]) -> String {
+    let members: Vec<String> = members.iter().map(|pod| format!("{}:{}", pod.name, pod.uid)).collect();
+    members.join(",")
+}
+
+/// The pods of a [`render_members`] list in `namespace`; none if any is malformed or there are none.
+pub(super) fn parse_members(namespace: &str, members: &str) -> Option<Vec<PodKey>> {
+    let members: Option<Vec<PodKey>> = members
+        .split(',')
+        .map(|member| {
+            let (name, uid) = member.split_once(':')?;
+            (!name.is_empty() && !uid.is_empty()).then(|| PodKey {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                uid: uid.to_owned(),
+            })
+        })
+        .collect();
+    members.filter(|members| !members.is_empty())
 }
 
 /// Whether the host cancelled this job to replace it with another for the same pod.
@@ -112,6 +144,7 @@ pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
         tasks_per_node: None,
         memory_per_node: NoValue::of(request.memory_mib.max(1)),
         tres_per_node: request.tres_per_node,
+        array: None,
     }
 }
 

@@ -64,7 +64,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         for placeholder in &live {
             gang::keep_members_waiting(&ctx.slurm, placeholder).await;
             cancel(&ctx, placeholder, &why).await?;
-            let note = format!("cancelled Slurm job {}: {why}", placeholder.job.job_id);
+            let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
             ctx.writer.event(&pod, false, "SlurmJobCancelled", "Cancel", note).await;
         }
         return Ok(Action::await_change());
@@ -151,7 +151,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
                 }
                 let note = format!(
                     "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
-                    placeholder.job.job_id
+                    placeholder.job.target()
                 );
                 ctx.writer.event(&pod, true, "SlurmJobRequeued", "Delete", note).await;
                 cancel(&ctx, placeholder, "its pod lost its allocation").await?;
@@ -237,14 +237,14 @@ fn withdrawn(job: &crate::slurm::Job) -> bool {
 /// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one.
 pub(super) fn describe(job: &crate::slurm::Job) -> String {
     match job.state_reason.as_str() {
-        "" | "None" => format!("{} ({})", job.job_id, job.state_name()),
-        reason => format!("{} ({}: {reason})", job.job_id, job.state_name()),
+        "" | "None" => format!("{} ({})", job.target(), job.state_name()),
+        reason => format!("{} ({}: {reason})", job.target(), job.state_name()),
     }
 }
 
 pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
-    tracing::info!(job = placeholder.job.job_id, pod = %placeholder.pod.name, "cancelling placeholder: {why}");
-    ctx.slurm.cancel(placeholder.job.job_id).await?;
+    tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
+    ctx.slurm.cancel(placeholder.job.target()).await?;
     Ok(())
 }
 

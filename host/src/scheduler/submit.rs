@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 
+use super::batch::Turn;
 use super::fast_path::{self, Allocation};
 use super::job_cache::Placeholder;
 use super::placeholder::{self, PodKey};
@@ -15,7 +16,7 @@ use super::{Context, Error, bind, conditions, exclusions, pod_record};
 use crate::failpoint;
 use crate::policy::worlds::MapPodInput;
 use crate::policy::{JobRequest, Mapping, PolicyError};
-use crate::slurm::{JobUpdate, SlurmError};
+use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError};
 
 /// How soon a pod looks again when Slurm's nodes could not be read.
 const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
@@ -34,6 +35,32 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
     };
     request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
     let description = placeholder::job_description(&key, request);
+    match ctx.batches.join(&ctx.slurm, key.clone(), description.clone()).await {
+        Turn::Alone(_turn) => submit_alone(pod, key, description, ctx).await,
+        Turn::Task(Ok(task)) => {
+            let target = format!("{}_{}", task.array_job_id, task.task);
+            let mut job = Job {
+                job_id: task.array_job_id,
+                job_state: vec!["PENDING".into()],
+                excluded_nodes: description.excluded_nodes.join(","),
+                admin_comment: task.admin_comment,
+                array_job_id: NoValue::of(task.array_job_id.into()),
+                array_task_id: NoValue::of(task.task.into()),
+                ..Default::default()
+            };
+            job.name.clone_from(&description.name);
+            ctx.jobs.record_job(key, job);
+            submitted(pod, &target, ctx).await
+        }
+        Turn::Task(Err(error)) => match not_submitted(pod, &key, &error, ctx).await? {
+            Some(action) => Ok(action),
+            None => Err(Error::SharedSlurm(error)),
+        },
+    }
+}
+
+/// A pod submitted on its own: an immediate allocation first (with the fast path), else a queued job.
+async fn submit_alone(pod: &Pod, key: PodKey, description: JobDescription, ctx: &Context) -> Result<Action, Error> {
     if ctx.fast_path {
         match fast_path::allocate(ctx, &description).await {
             Allocation::Running(job) => {
@@ -52,43 +79,59 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
                 ctx.jobs.record_submitted(key, job_id, &request);
                 return Ok(Action::requeue(RETRY));
             }
-            Allocation::InDoubt(error) => {
-                ctx.jobs.record_in_doubt(&key.uid);
-                let message = format!("{error}; the pod waits for slurmrestd");
-                conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
-                return Ok(Action::requeue(RETRY));
-            }
+            Allocation::InDoubt(error) => return in_doubt(pod, &key, &error, ctx).await,
             Allocation::Refused => {}
         }
     }
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
-        Err(error) if names_a_vanished_node(&error) => {
-            tracing::info!(pod = %description.name, %error, "a node named in the job vanished; trying again");
-            return Ok(Action::requeue(RETRY));
+        Err(error) => {
+            return match not_submitted(pod, &key, &error, ctx).await? {
+                Some(action) => Ok(action),
+                None => Err(error.into()),
+            };
         }
-        Err(error @ SlurmError::Api { .. } | error @ SlurmError::NotSubmitted(_)) => {
-            ctx.jobs.record_refusal(&key.uid);
-            let message = format!("Slurm refused the job: {error}");
-            conditions::waiting(ctx, pod, conditions::SLURM_REJECTED, &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            return Ok(Action::requeue(RECHECK));
-        }
-        Err(error @ SlurmError::Http(_)) => {
-            ctx.jobs.record_in_doubt(&key.uid);
-            let message = format!("{error}; the pod waits for slurmrestd");
-            conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
-            return Ok(Action::requeue(RETRY));
-        }
-        Err(error) => return Err(error.into()),
     };
     ctx.jobs.record_submitted(key, job_id, &description);
     failpoint::hit("after-submit");
     tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
-    ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job_id}")).await;
-    let message = format!("waiting for Slurm: job {job_id} submitted");
+    submitted(pod, &job_id.to_string(), ctx).await
+}
+
+/// Says on the pod that its job is queued.
+async fn submitted(pod: &Pod, job: &str, ctx: &Context) -> Result<Action, Error> {
+    ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job}")).await;
+    let message = format!("waiting for Slurm: job {job} submitted");
     conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
     Ok(Action::requeue(RECHECK))
+}
+
+/// What to do when a submission failed; `None` for an error that is the reconcile's own.
+async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Option<Action>, Error> {
+    match error {
+        error if names_a_vanished_node(error) => {
+            tracing::info!(pod = %key.name, %error, "a node named in the job vanished; trying again");
+            Ok(Some(Action::requeue(RETRY)))
+        }
+        SlurmError::Api { .. } | SlurmError::NotSubmitted(_) => {
+            ctx.jobs.record_refusal(&key.uid);
+            let message = format!("Slurm refused the job: {error}");
+            conditions::waiting(ctx, pod, conditions::SLURM_REJECTED, &message).await?;
+            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
+            Ok(Some(Action::requeue(RECHECK)))
+        }
+        SlurmError::Http(_) => in_doubt(pod, key, error, ctx).await.map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The submission's answer was lost: Slurm may have made the job, so nothing is submitted again until
+/// a listing shows whether it did.
+async fn in_doubt(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Action, Error> {
+    ctx.jobs.record_in_doubt(&key.uid);
+    let message = format!("{error}; the pod waits for slurmrestd");
+    conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
+    Ok(Action::requeue(RETRY))
 }
 
 /// Brings a pending job's excluded nodes in line with the pod's placement rules as they are now
@@ -105,9 +148,9 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
     if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
         return Ok(());
     }
-    let job_id = placeholder.job.job_id;
+    let job_id = placeholder.job.target();
     let update = JobUpdate { excluded_nodes: Some(wanted.clone()), ..Default::default() };
-    match ctx.slurm.update_job(job_id, &update).await {
+    match ctx.slurm.update_job(&job_id, &update).await {
         Ok(()) => {
             tracing::info!(job = job_id, excluded = %wanted.join(","), "placement rules changed: excluded nodes updated");
             Ok(())

@@ -1,6 +1,7 @@
 //! HTTP calls to slurmrestd. Every call checks the body's `errors`, not only the HTTP status:
 //! slurmrestd answers 200 to a submission it ignored.
 
+use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,6 +76,15 @@ impl SlurmClient {
         })
     }
 
+    /// A client of a slurmrestd that is not there (nothing listens on port 9): every request fails
+    /// as unreachable. For unit tests of what calls Slurm.
+    #[cfg(test)]
+    pub fn unreachable_for_tests() -> Self {
+        crate::tls::install_crypto_provider();
+        let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
+        Self::new("http://127.0.0.1:9", signer).expect("a valid URL")
+    }
+
     /// The same slurmrestd with at most `requests` requests in flight at once (at least one).
     pub fn with_max_in_flight(self, requests: usize) -> Self {
         Self { in_flight: Arc::new(tokio::sync::Semaphore::new(requests.max(1))), ..self }
@@ -124,7 +134,7 @@ impl SlurmClient {
     }
 
     /// One job as Slurm lists it, if it knows it.
-    pub async fn job(&self, job_id: u32) -> Result<Option<Job>, SlurmError> {
+    pub async fn job(&self, job_id: impl Display) -> Result<Option<Job>, SlurmError> {
         let response = self.send(self.request(Method::GET, &format!("job/{job_id}"))?).await?;
         match decode::<JobsResponse>("job", response).await {
             Ok(answer) => Ok(answer.jobs.into_iter().next()),
@@ -133,8 +143,9 @@ impl SlurmClient {
         }
     }
 
-    /// Cancels a job (SIGKILL after KillWait, as scancel). A job that already ended is not an error.
-    pub async fn cancel(&self, job_id: u32) -> Result<(), SlurmError> {
+    /// Cancels a job (SIGKILL after KillWait, as scancel), `12` or an array's task `10_3`. A job that
+    /// already ended is not an error.
+    pub async fn cancel(&self, job_id: impl Display) -> Result<(), SlurmError> {
         let response = self.send(self.request(Method::DELETE, &format!("job/{job_id}"))?).await?;
         match decode::<Envelope>("job cancel", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
@@ -146,12 +157,12 @@ impl SlurmClient {
     /// Cancels several jobs in one request (`DELETE jobs`, as `scancel 1 2 3`): one slurmctld RPC
     /// however many jobs. Returns the jobs Slurm did not cancel, each with why; a job that already
     /// ended or is unknown is not among them.
-    pub async fn cancel_jobs(&self, job_ids: &[u32]) -> Result<Vec<(String, String)>, SlurmError> {
+    pub async fn cancel_jobs<T: Display>(&self, job_ids: &[T]) -> Result<Vec<(String, String)>, SlurmError> {
         // Without a job list the request selects every job the token's user may signal: never sent.
         if job_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let body = CancelJobs { jobs: job_ids.iter().map(u32::to_string).collect() };
+        let body = CancelJobs { jobs: job_ids.iter().map(ToString::to_string).collect() };
         let response = self.send(self.request(Method::DELETE, "jobs")?.json(&body)).await?;
         let answer: CancelJobsResponse = decode("jobs cancel", response).await?;
         Ok(answer
@@ -164,7 +175,7 @@ impl SlurmClient {
 
     /// Changes a job (an administrator may change a running job's admin comment, and a pending job's
     /// placement limits).
-    pub async fn update_job(&self, job_id: u32, update: &JobUpdate) -> Result<(), SlurmError> {
+    pub async fn update_job(&self, job_id: impl Display, update: &JobUpdate) -> Result<(), SlurmError> {
         let response = self.send(self.request(Method::POST, &format!("job/{job_id}"))?.json(update)).await?;
         decode::<Envelope>("job update", response).await.map(drop)
     }
@@ -325,11 +336,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_cancel_is_never_sent() {
-        crate::tls::install_crypto_provider();
-        // Nothing listens on this port: any request would fail.
-        let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
-        let slurm = SlurmClient::new("http://127.0.0.1:9", signer).unwrap();
-        assert!(slurm.cancel_jobs(&[]).await.unwrap().is_empty());
+        let slurm = SlurmClient::unreachable_for_tests();
+        assert!(slurm.cancel_jobs::<u32>(&[]).await.unwrap().is_empty());
         assert!(slurm.cancel_jobs(&[1]).await.is_err(), "a real cancel does reach for slurmrestd");
     }
 }

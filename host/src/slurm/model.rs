@@ -123,6 +123,9 @@ pub struct JobDescription {
     pub memory_per_node: NoValue,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tres_per_node: Option<String>,
+    /// A job array's task ids (`0-9`, as `sbatch --array`): one submission, one job per task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
 }
 
 fn one_element<S: serde::Serializer>(value: &Option<Exclusive>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -213,6 +216,15 @@ pub struct Job {
     /// CPUs asked for, in all.
     #[serde(default)]
     pub cpus: NoValue,
+    /// The array this job is a task of (the id of the array's first record); 0 when it is none.
+    #[serde(default)]
+    pub array_job_id: NoValue,
+    /// Its task number in that array; unset for a record that stands for several pending tasks.
+    #[serde(default)]
+    pub array_task_id: NoValue,
+    /// The tasks still pending together in this one record, e.g. `3-7,9`; empty otherwise.
+    #[serde(default)]
+    pub array_task_string: String,
     /// Nodes asked for (a range's minimum).
     #[serde(default)]
     pub node_count: NoValue,
@@ -256,6 +268,21 @@ impl Job {
     /// The state as Slurm prints it, e.g. `RUNNING` or `PENDING`.
     pub fn state_name(&self) -> String {
         self.job_state.join("+")
+    }
+
+    /// The task of an array this record is, if it is one task: `(array job id, task id)`.
+    pub fn array_task(&self) -> Option<(u32, u32)> {
+        let array = u32::try_from(self.array_job_id.get()?).ok().filter(|id| *id > 0)?;
+        Some((array, u32::try_from(self.array_task_id.get()?).ok()?))
+    }
+
+    /// How Slurm is told which job is meant: `12`, or `10_3` for task 3 of array 10 (which names the
+    /// task whether it is still pending with its siblings or runs as a job of its own).
+    pub fn target(&self) -> String {
+        match self.array_task() {
+            Some((array, task)) => format!("{array}_{task}"),
+            None => self.job_id.to_string(),
+        }
     }
 }
 

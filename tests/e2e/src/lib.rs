@@ -220,14 +220,14 @@ impl Cluster {
     }
 
     /// Every placeholder job (any state) of this test's pods, from one job listing (a gang's job once
-    /// per member).
+    /// per member, an array's pending tasks each as its own).
     pub async fn jobs_in_namespace(&self) -> anyhow::Result<Vec<(sunk::scheduler::PodKey, Job)>> {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
         };
         Ok(jobs
             .into_iter()
-            .flat_map(|job| linked_pods(&job.admin_comment).into_iter().map(move |pod| (pod, job.clone())))
+            .flat_map(|job| sunk::scheduler::linked(&job))
             .filter(|(pod, _)| pod.namespace == self.namespace)
             .collect())
     }
@@ -295,7 +295,7 @@ impl Cluster {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
         };
-        Ok(jobs.into_iter().filter(|job| linked_pods(&job.admin_comment).iter().any(|pod| pod.uid == uid)).collect())
+        Ok(jobs.into_iter().filter(|job| linked_pods(job).iter().any(|pod| pod.uid == uid)).collect())
     }
 
     /// The pod, once `check` accepts it.
@@ -411,7 +411,7 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     }
     if let JobsPage::All { jobs, .. } = slurm.jobs(None).await? {
         for job in jobs {
-            if linked_pods(&job.admin_comment).iter().any(|pod| pod.namespace == namespace) {
+            if linked_pods(&job).iter().any(|pod| pod.namespace == namespace) {
                 slurm.cancel(job.job_id).await?;
             }
         }

@@ -3,6 +3,7 @@
 //! knows every member of every gang job without state of its own.
 
 use crate::scheduler::PodKey;
+use crate::scheduler::placeholder::{parse_members, render_members};
 
 const PREFIX: &str = "sunk.dev/gang=";
 
@@ -20,8 +21,7 @@ impl GangLink {
     }
 
     pub fn render(&self) -> String {
-        let members: Vec<String> = self.members.iter().map(|pod| format!("{}:{}", pod.name, pod.uid)).collect();
-        format!("{PREFIX}{}/{}/{}", self.namespace, self.group, members.join(","))
+        format!("{PREFIX}{}/{}/{}", self.namespace, self.group, render_members(&self.members))
     }
 
     /// The link in a job's `admin_comment`, if the job is a gang's (a `;mark` after it is ignored).
@@ -30,18 +30,7 @@ impl GangLink {
         let rest = rest.split_once(';').map_or(rest, |(link, _mark)| link);
         let mut parts = rest.splitn(3, '/');
         let (namespace, group, members) = (parts.next()?, parts.next()?, parts.next()?);
-        let members: Option<Vec<PodKey>> = members
-            .split(',')
-            .map(|member| {
-                let (name, uid) = member.split_once(':')?;
-                (!name.is_empty() && !uid.is_empty()).then(|| PodKey {
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                    uid: uid.to_owned(),
-                })
-            })
-            .collect();
-        let members = members.filter(|members| !members.is_empty())?;
+        let members = parse_members(namespace, members)?;
         (!namespace.is_empty() && !group.is_empty()).then(|| Self::new(namespace, group, members))
     }
 }

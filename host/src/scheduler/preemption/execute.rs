@@ -66,7 +66,7 @@ pub async fn carry_out(
             }
         }
         ctx.slurm.cancel(job_id).await?;
-        ctx.jobs.record_cancelled(job_id, admin_comment.as_deref());
+        ctx.jobs.record_cancelled(&job_id.to_string(), admin_comment.as_deref());
         for victim_pod in pods_of(job_id, ctx).await? {
             let note = format!("its Slurm job {job_id} was preempted by {by}: {}", decision.reason);
             ctx.writer.event(&victim_pod, true, "Preempted", "Preempt", note).await;
@@ -87,7 +87,7 @@ async fn pods_of(job_id: u32, ctx: &Context) -> Result<Vec<Pod>, Error> {
     let holding = ctx.jobs.holding();
     let Some(job) = holding.iter().find(|job| job.job_id == job_id) else { return Ok(Vec::new()) };
     let mut pods = Vec::new();
-    for key in linked_pods(&job.admin_comment) {
+    for key in linked_pods(job) {
         let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
         if let Some(pod) = api.get_opt(&key.name).await?
             && pod.metadata.uid.as_deref() == Some(key.uid.as_str())

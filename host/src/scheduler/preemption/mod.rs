@@ -119,7 +119,7 @@ fn jobs_of_leaving_pods(holding: &[Job], ctx: &Context) -> Vec<u32> {
     holding
         .iter()
         .filter(|job| {
-            let linked = linked_pods(&job.admin_comment);
+            let linked = linked_pods(job);
             !linked.is_empty() && linked.iter().all(|key| pods.get(&key.uid).is_some_and(|pod| leaving(pod).is_some()))
         })
         .map(|job| job.job_id)

@@ -86,7 +86,7 @@ pub fn offer(waiting: &Job, name: &str, views: &Views) -> Option<ChooseVictimsIn
 }
 
 fn candidate(job: &Job, nodes: Vec<String>, views: &Views) -> Candidate {
-    let pods = linked_pods(&job.admin_comment);
+    let pods = linked_pods(job);
     let (kind, name) = match pods.first() {
         Some(pod) => (WorkloadKind::Pod, format!("{}/{}", pod.namespace, pod.name)),
         None => (WorkloadKind::SlurmJob, job.name.clone()),
