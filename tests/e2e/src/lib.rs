@@ -290,12 +290,17 @@ impl Cluster {
         Ok(self.pods().create(&PostParams::default(), &pod).await?)
     }
 
-    /// Every placeholder job (any state) of the pod with this UID.
+    /// Every placeholder job (any state) of the pod with this UID (of an array, the pod's own task).
     pub async fn jobs_of(&self, uid: &str) -> anyhow::Result<Vec<Job>> {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
         };
-        Ok(jobs.into_iter().filter(|job| linked_pods(job).iter().any(|pod| pod.uid == uid)).collect())
+        Ok(jobs
+            .iter()
+            .flat_map(sunk::scheduler::linked)
+            .filter(|(pod, _)| pod.uid == uid)
+            .map(|(_, job)| job)
+            .collect())
     }
 
     /// The pod, once `check` accepts it.
