@@ -291,34 +291,19 @@ mod tests {
         let link = ArrayLink { namespace: "ns".into(), members: pods.clone() }.render();
         let cache = JobCache::default();
         // As the submit path records task 0 before any listing.
-        let submitted = Job {
-            job_id: 50,
-            admin_comment: link.clone(),
-            job_state: vec!["PENDING".into()],
-            array_job_id: NoValue::of(50),
-            array_task_id: NoValue::of(0),
-            ..Default::default()
-        };
-        cache.record_job(pods[0].clone(), submitted);
-        let began = Instant::now();
-        // Task 0 started as job 51; task 1 still pends in the array's record.
-        let running = Job {
-            job_id: 51,
-            admin_comment: link.clone(),
-            job_state: vec!["RUNNING".into()],
-            array_job_id: NoValue::of(50),
-            array_task_id: NoValue::of(0),
-            nodes: "n1".into(),
-            ..Default::default()
-        };
         let pending = Job {
             job_id: 50,
             admin_comment: link,
             job_state: vec!["PENDING".into()],
             array_job_id: NoValue::of(50),
-            array_task_string: "1".into(),
             ..Default::default()
         };
+        let submitted = Job { array_task_id: NoValue::of(0), ..pending.clone() };
+        cache.record_job(pods[0].clone(), submitted.clone());
+        let began = Instant::now();
+        // Task 0 started as job 51; task 1 still pends in the array's record.
+        let running = Job { job_id: 51, job_state: vec!["RUNNING".into()], nodes: "n1".into(), ..submitted };
+        let pending = Job { array_task_string: "1".into(), ..pending };
         cache.replace(vec![running, pending], 3, began - Duration::from_secs(1));
         let a = cache.for_pod("a");
         assert_eq!(a.len(), 1, "never a duplicate of itself: {a:?}");

@@ -7,10 +7,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::{JobCache, Scope};
-use crate::slurm::SlurmClient;
+use crate::slurm::{SlurmClient, SlurmError};
 
-/// Jobs cancelled per request.
-const CANCEL_BATCH: usize = 200;
+/// Jobs cancelled per sweep, in one request. Slurm then terminates each on its nodes: its agent sends
+/// every slurmd a request per job and takes each one's completion back, and hundreds at once swamped
+/// slurmctld 24.11.5 (it stopped accepting connections for minutes; see the README's benchmark). The
+/// rest wait for the next sweep, seconds later.
+const CANCELS_PER_SWEEP: usize = 50;
 
 /// What the sweep looks at. Placeholders of pods outside the scheduler's scope are not its business:
 /// their pods are not in its store, and must never be taken for gone.
@@ -46,34 +49,51 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
         }
         let live = jobs.live();
         tracing::debug!(placeholders = live.len(), pods = pods.state().len(), "sweeping for orphan placeholders");
-        let mut orphans = Vec::new();
-        for placeholder in live.into_iter().filter(|p| scope.contains(&p.pod.namespace)) {
-            let key = &placeholder.pod;
-            let pod = pods.get(&ObjectRef::new(&key.name).within(&key.namespace));
-            if pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(key.uid.as_str())) {
-                continue;
-            }
-            tracing::info!(job = %placeholder.job.target(), pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
-            super::gang::keep_members_waiting(&slurm, &placeholder).await;
-            orphans.push(placeholder.job.target());
-        }
+        let mut orphans: Vec<_> = live
+            .into_iter()
+            .filter(|p| scope.contains(&p.pod.namespace))
+            .filter(|p| {
+                let pod = pods.get(&ObjectRef::new(&p.pod.name).within(&p.pod.namespace));
+                pod.is_none_or(|pod| pod.metadata.uid.as_deref() != Some(p.pod.uid.as_str()))
+            })
+            .collect();
         // A gang's job is listed under each member: cancelled once.
-        orphans.sort_unstable();
-        orphans.dedup();
-        // One request per batch: a deleted Deployment's hundreds of jobs go in seconds, not minutes.
-        for batch in orphans.chunks(CANCEL_BATCH) {
-            match slurm.cancel_jobs(batch).await {
-                Ok(refused) => {
-                    for (job, why) in &refused {
-                        tracing::warn!(%job, why, "Slurm did not cancel an orphan placeholder");
-                    }
-                    // Over until the next listing says otherwise: the next sweep does not cancel them again.
-                    for job in batch.iter().filter(|job| !refused.iter().any(|(id, _)| id == *job)) {
-                        jobs.record_cancelled(job, None);
+        orphans.sort_unstable_by_key(|p| p.job.target());
+        orphans.dedup_by_key(|p| p.job.target());
+        orphans.truncate(CANCELS_PER_SWEEP);
+        if orphans.is_empty() {
+            continue;
+        }
+        let mut batch = Vec::new();
+        for placeholder in &orphans {
+            let key = &placeholder.pod;
+            tracing::info!(job = %placeholder.job.target(), pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
+            super::gang::keep_members_waiting(&slurm, placeholder).await;
+            batch.push(placeholder.job.target());
+        }
+        // One request per sweep: a deleted Deployment's hundreds of jobs go in seconds, not minutes.
+        match slurm.cancel_jobs(&batch).await {
+            Ok(refused) => {
+                for (job, why) in &refused {
+                    tracing::warn!(%job, why, "Slurm did not cancel an orphan placeholder");
+                }
+                // Over until the next listing says otherwise: the next sweep does not cancel them again.
+                for job in batch.iter().filter(|job| !refused.iter().any(|(id, _)| id == *job)) {
+                    jobs.record_cancelled(job, None);
+                }
+            }
+            // Slurm fails the whole request for one job it will not signal: one by one, so that one
+            // job cannot keep the others alive for ever.
+            Err(error @ SlurmError::Api { .. }) => {
+                tracing::info!(jobs = batch.len(), %error, "cancelling orphan placeholders one by one");
+                for job in &batch {
+                    match slurm.cancel(job).await {
+                        Ok(()) => jobs.record_cancelled(job, None),
+                        Err(error) => tracing::warn!(%job, %error, "could not cancel an orphan placeholder"),
                     }
                 }
-                Err(error) => tracing::warn!(jobs = batch.len(), %error, "could not cancel orphan placeholders"),
             }
+            Err(error) => tracing::warn!(jobs = batch.len(), %error, "could not cancel orphan placeholders"),
         }
     }
 }

@@ -192,12 +192,18 @@ mod tests {
         assert_ne!(shape(&pods[0].1), shape(&bigger));
     }
 
+    /// Batches of a slurmrestd that is not there, and the turn of a first pod that found nobody waiting.
+    async fn first_alone() -> (Batches, SlurmClient, OwnedMutexGuard<()>) {
+        let batches = Batches::new(MAX_TASKS);
+        let slurm = SlurmClient::unreachable_for_tests();
+        let (key, description) = pod("first");
+        let Turn::Alone(turn) = batches.join(&slurm, key, description).await else { panic!("not alone") };
+        (batches, slurm, turn)
+    }
+
     #[tokio::test]
     async fn a_pod_with_nobody_waiting_goes_alone_and_holds_the_turn() {
-        let batches = Batches::new(MAX_TASKS);
-        let slurm = crate::slurm::SlurmClient::unreachable_for_tests();
-        let (key, description) = pod("a");
-        let Turn::Alone(turn) = batches.join(&slurm, key, description).await else { panic!("not alone") };
+        let (batches, _slurm, turn) = first_alone().await;
         assert!(batches.turn.try_lock().is_err(), "the turn is held while the pod is submitted");
         drop(turn);
         assert!(batches.turn.try_lock().is_ok());
@@ -205,10 +211,7 @@ mod tests {
 
     #[tokio::test]
     async fn pods_arriving_during_a_turn_go_together_and_each_learns_the_outcome() {
-        let batches = Batches::new(MAX_TASKS);
-        let slurm = crate::slurm::SlurmClient::unreachable_for_tests();
-        let (key, description) = pod("first");
-        let Turn::Alone(turn) = batches.join(&slurm, key, description).await else { panic!("not alone") };
+        let (batches, slurm, turn) = first_alone().await;
         let waiters: Vec<_> = ["b", "c"]
             .into_iter()
             .map(|name| {
