@@ -6,14 +6,15 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::{JobCache, Scope};
+use super::{JobCache, Placeholder, Scope};
 use crate::slurm::{SlurmClient, SlurmError};
 
-/// Jobs cancelled per sweep, in one request. Slurm then terminates each on its nodes: its agent sends
-/// every slurmd a request per job and takes each one's completion back, and hundreds at once swamped
-/// slurmctld 24.11.5 (it stopped accepting connections for minutes; see the README's benchmark). The
-/// rest wait for the next sweep, seconds later.
-const CANCELS_PER_SWEEP: usize = 50;
+/// Jobs that hold nodes terminating at once, at most. Slurm terminates each cancelled job on its
+/// nodes: its agent sends every slurmd a request per job and takes each one's completion back, and
+/// hundreds at once left slurmctld and slurmd 24.11.5 deaf for good (see the README's benchmark). So
+/// a sweep cancels running placeholders only while fewer than this many jobs are still completing;
+/// the rest wait for a later sweep. Pending placeholders, which no slurmd holds, go at once.
+const TERMINATING_AT_ONCE: usize = 50;
 
 /// What the sweep looks at. Placeholders of pods outside the scheduler's scope are not its business:
 /// their pods are not in its store, and must never be taken for gone.
@@ -60,7 +61,8 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
         // A gang's job is listed under each member: cancelled once.
         orphans.sort_unstable_by_key(|p| p.job.target());
         orphans.dedup_by_key(|p| p.job.target());
-        orphans.truncate(CANCELS_PER_SWEEP);
+        let completing = jobs.holding().iter().filter(|job| job.job_state.iter().any(|s| s == "COMPLETING")).count();
+        keep_within_room(&mut orphans, TERMINATING_AT_ONCE.saturating_sub(completing));
         if orphans.is_empty() {
             continue;
         }
@@ -71,7 +73,7 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
             super::gang::keep_members_waiting(&slurm, placeholder).await;
             batch.push(placeholder.job.target());
         }
-        // One request per sweep: a deleted Deployment's hundreds of jobs go in seconds, not minutes.
+        // One request per sweep: a deleted Deployment's hundreds of jobs go in a few requests.
         match slurm.cancel_jobs(&batch).await {
             Ok(refused) => {
                 for (job, why) in &refused {
@@ -95,5 +97,49 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
             }
             Err(error) => tracing::warn!(jobs = batch.len(), %error, "could not cancel orphan placeholders"),
         }
+    }
+}
+
+/// Keeps every pending placeholder and at most `room` that hold nodes (each of those a termination on
+/// its nodes).
+fn keep_within_room(orphans: &mut Vec<Placeholder>, mut room: usize) {
+    orphans.retain(|p| {
+        let holds_nodes = p.job.holds_nodes();
+        let keep = !holds_nodes || room > 0;
+        room -= usize::from(holds_nodes && keep);
+        keep
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::PodKey;
+    use crate::slurm::Job;
+
+    fn placeholder(id: u32, state: &str, nodes: &str) -> Placeholder {
+        let pod = PodKey { namespace: "ns".into(), name: format!("p{id}"), uid: format!("u{id}") };
+        Placeholder {
+            pod,
+            job: Job { job_id: id, job_state: vec![state.into()], nodes: nodes.into(), ..Default::default() },
+        }
+    }
+
+    #[test]
+    fn pending_orphans_always_go_and_running_ones_only_while_few_terminate() {
+        let all = vec![
+            placeholder(1, "RUNNING", "n1"),
+            placeholder(2, "PENDING", ""),
+            placeholder(3, "RUNNING", "n2"),
+            placeholder(4, "RUNNING", "n1"),
+        ];
+        let kept = |room| {
+            let mut orphans = all.clone();
+            keep_within_room(&mut orphans, room);
+            orphans.iter().map(|p| p.job.job_id).collect::<Vec<_>>()
+        };
+        assert_eq!(kept(0), [2]);
+        assert_eq!(kept(2), [1, 2, 3]);
+        assert_eq!(kept(50), [1, 2, 3, 4]);
     }
 }
