@@ -2,9 +2,9 @@
 //! figures). The cluster's own kube-scheduler (built from the same Kubernetes as the API server, run
 //! with its defaults by tests/cluster/up.sh) and a `sunk host --fast-path` schedule the same pods onto
 //! the same fake Nodes, each running a real slurmd (see `fleet`):
-//! - a burst of `--pods` pods created `--creators` at a time: throughput and create -> bound p50/p99;
 //! - `--sequential` pods one after another, each waited on: the latency of one pod on a quiet cluster;
-//! - both again for sunk with `--queued` jobs pending in Slurm (see `queue`).
+//! - a burst of `--pods` pods created `--creators` at a time: throughput and create -> bound p50/p99;
+//! - both again for sunk with `--queued` jobs pending in Slurm (see `queue`), unless `--queued 0`.
 //!
 //! Every bench pod has a PriorityClass of 1000 (the same for both schedulers): sunk's job-mapper makes
 //! it the placeholder's Slurm priority, above the queued jobs' (1), as a site ranks pods it wants
@@ -75,18 +75,26 @@ async fn main() -> anyhow::Result<()> {
 
     let mut rows = Vec::new();
     for (scheduler, label) in [(KUBE_SCHEDULER, "kube-scheduler"), (SCHEDULER, "sunk")] {
-        rows.push((format!("{label}, burst"), burst(&cluster, &bindings, scheduler, &args, "empty").await?));
+        // One by one first: a burst of sunk's batch placeholders can leave this machine's Slurm 24.11.5
+        // daemons deaf (see the README), and nothing after it would measure Slurm.
         rows.push((format!("{label}, one by one"), one_by_one(&cluster, &bindings, scheduler, &args, "empty").await?));
+        rows.push((format!("{label}, burst"), burst(&cluster, &bindings, scheduler, &args, "empty").await?));
     }
-    let began = Instant::now();
-    let queue = tokio::task::block_in_place(|| queue::Queue::fill(args.queued, &fleet.nodes))?;
-    println!("{} jobs pending in Slurm (queued in {:.0} s)", queue::Queue::pending()?, began.elapsed().as_secs_f64());
-    rows.push(("sunk, burst, Slurm queue".into(), burst(&cluster, &bindings, SCHEDULER, &args, "queued").await?));
-    rows.push((
-        "sunk, one by one, Slurm queue".into(),
-        one_by_one(&cluster, &bindings, SCHEDULER, &args, "queued").await?,
-    ));
-    drop(queue);
+    if args.queued > 0 {
+        let began = Instant::now();
+        // Its jobs are cancelled when it is dropped, after the queued phases.
+        let _queue = tokio::task::block_in_place(|| queue::Queue::fill(args.queued, &fleet.nodes))?;
+        println!(
+            "{} jobs pending in Slurm (queued in {:.0} s)",
+            queue::Queue::pending()?,
+            began.elapsed().as_secs_f64()
+        );
+        rows.push((
+            "sunk, one by one, Slurm queue".into(),
+            one_by_one(&cluster, &bindings, SCHEDULER, &args, "queued").await?,
+        ));
+        rows.push(("sunk, burst, Slurm queue".into(), burst(&cluster, &bindings, SCHEDULER, &args, "queued").await?));
+    }
     print_table(&rows, &args);
     let metrics = cluster.metrics(host).await?;
     println!("\nthe sunk host's attempts, by result (one per pass over an unbound pod):");
@@ -135,14 +143,19 @@ async fn finish(cluster: &Cluster, summary: Summary, prefix: &str) -> anyhow::Re
     );
     let clearing = Instant::now();
     measure::clear(&cluster.kube, &cluster.namespace).await?;
-    // Clearing has taken about a second per pod here (see the README's benchmark section).
-    let patience = Duration::from_secs(120 + 2 * summary.pods as u64);
-    wait_for("the bench nodes to be free in Slurm", patience, || async {
+    let patience = Duration::from_secs(120 + summary.pods as u64 / 2);
+    let cleared = wait_for("the bench nodes to be free in Slurm", patience, || async {
         let listed = in_slurm_root(&["squeue", "-h", "-t", "R,CG,CF", "-o", "%N"]).ok()?;
         (!listed.lines().any(|nodes| nodes.contains("bench-node"))).then_some(())
     })
-    .await?;
-    println!("{prefix}: pods deleted and their Slurm jobs gone in {:.1} s", clearing.elapsed().as_secs_f64());
+    .await;
+    // Reported, not fatal: the figures are in; what follows says whether they can be trusted.
+    match cleared {
+        Ok(()) => {
+            println!("{prefix}: pods deleted and their Slurm jobs gone in {:.1} s", clearing.elapsed().as_secs_f64())
+        }
+        Err(error) => println!("{prefix}: NOT CLEARED: {error}; later phases may wait on a stuck Slurm"),
+    }
     Ok(summary)
 }
 
