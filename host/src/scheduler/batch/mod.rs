@@ -11,6 +11,7 @@ mod link;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
@@ -24,11 +25,15 @@ use crate::slurm::{JobDescription, SlurmClient, SlurmError};
 /// admin comment grows with each pod).
 pub const MAX_TASKS: usize = 100;
 
+/// How long a pod submitted alone keeps others waiting, at most: a submission that meets one of
+/// slurmctld 24.11's 5 s connection stalls must not hold up a whole burst behind it.
+const LONGEST_TURN: Duration = Duration::from_millis(250);
+
 /// What became of a pod handed to [`Batches::join`].
 pub enum Turn {
-    /// Nobody else was waiting: submit the pod alone. Pods arriving until the guard is dropped wait,
-    /// and go together in the next turn.
-    Alone(OwnedMutexGuard<()>),
+    /// Nobody else was waiting: submit the pod alone. Pods arriving meanwhile wait, and go together in
+    /// the next turn, which begins when this one is dropped or has lasted [`LONGEST_TURN`].
+    Alone(AloneTurn),
     /// Submitted together with other pods: this pod's task, or why Slurm did not take the array.
     Task(Result<ArrayTask, Arc<SlurmError>>),
 }
@@ -40,6 +45,25 @@ pub struct ArrayTask {
     pub task: u32,
     /// The array's admin comment (what Slurm will list for the task).
     pub admin_comment: String,
+}
+
+/// The turn of a pod submitted alone (see [`Turn::Alone`]).
+pub struct AloneTurn(tokio::task::JoinHandle<()>);
+
+impl AloneTurn {
+    fn new(turn: OwnedMutexGuard<()>) -> Self {
+        Self(tokio::spawn(async move {
+            tokio::time::sleep(LONGEST_TURN).await;
+            drop(turn);
+        }))
+    }
+}
+
+impl Drop for AloneTurn {
+    fn drop(&mut self) {
+        // Aborting the task drops the guard it holds, if it still does.
+        self.0.abort();
+    }
 }
 
 struct Waiting {
@@ -66,7 +90,7 @@ impl Batches {
     /// that gets it finding only itself waiting goes alone.
     pub async fn join(&self, slurm: &SlurmClient, pod: PodKey, description: JobDescription) -> Turn {
         if self.max_tasks == 1 {
-            return Turn::Alone(self.turn.clone().lock_owned().await);
+            return Turn::Alone(AloneTurn::new(self.turn.clone().lock_owned().await));
         }
         let (answer, mut answered) = oneshot::channel();
         let uid = pod.uid.clone();
@@ -86,7 +110,7 @@ impl Batches {
                     let (alone, others): (Vec<_>, Vec<_>) =
                         batch.into_iter().partition(|waiting| waiting.pod.uid == uid);
                     if others.is_empty() {
-                        return Turn::Alone(turn);
+                        return Turn::Alone(AloneTurn::new(turn));
                     }
                     let mut all = others;
                     all.extend(alone);
@@ -193,7 +217,7 @@ mod tests {
     }
 
     /// Batches of a slurmrestd that is not there, and the turn of a first pod that found nobody waiting.
-    async fn first_alone() -> (Batches, SlurmClient, OwnedMutexGuard<()>) {
+    async fn first_alone() -> (Batches, SlurmClient, AloneTurn) {
         let batches = Batches::new(MAX_TASKS);
         let slurm = SlurmClient::unreachable_for_tests();
         let (key, description) = pod("first");
@@ -206,7 +230,17 @@ mod tests {
         let (batches, _slurm, turn) = first_alone().await;
         assert!(batches.turn.try_lock().is_err(), "the turn is held while the pod is submitted");
         drop(turn);
-        assert!(batches.turn.try_lock().is_ok());
+        let next = tokio::time::timeout(Duration::from_secs(5), batches.turn.lock()).await;
+        assert!(next.is_ok(), "the next turn may begin once the pod is submitted");
+    }
+
+    #[tokio::test]
+    async fn a_slow_submission_lets_the_next_turn_begin() {
+        let (batches, _slurm, turn) = first_alone().await;
+        // Still submitting (the turn is not dropped): the next turn begins after LONGEST_TURN anyway.
+        let next = tokio::time::timeout(Duration::from_secs(5), batches.turn.lock()).await;
+        assert!(next.is_ok(), "a stalled submission held every other pod");
+        drop(turn);
     }
 
     #[tokio::test]
