@@ -25,7 +25,7 @@ use crate::slurm::{JobDescription, SlurmClient, SlurmError};
 /// admin comment grows with each pod).
 pub const MAX_TASKS: usize = 100;
 
-/// How long a pod submitted alone keeps others waiting, at most: a submission that meets one of
+/// How long a turn keeps the pods that arrive waiting, at most: a submission that meets one of
 /// slurmctld 24.11's 5 s connection stalls must not hold up a whole burst behind it.
 const LONGEST_TURN: Duration = Duration::from_millis(250);
 
@@ -33,7 +33,7 @@ const LONGEST_TURN: Duration = Duration::from_millis(250);
 pub enum Turn {
     /// Nobody else was waiting: submit the pod alone. Pods arriving meanwhile wait, and go together in
     /// the next turn, which begins when this one is dropped or has lasted [`LONGEST_TURN`].
-    Alone(AloneTurn),
+    Alone(TimedTurn),
     /// Submitted together with other pods: this pod's task, or why Slurm did not take the array.
     Task(Result<ArrayTask, Arc<SlurmError>>),
 }
@@ -47,10 +47,10 @@ pub struct ArrayTask {
     pub admin_comment: String,
 }
 
-/// The turn of a pod submitted alone (see [`Turn::Alone`]).
-pub struct AloneTurn(tokio::task::JoinHandle<()>);
+/// A turn that ends when dropped or after [`LONGEST_TURN`], whichever comes first.
+pub struct TimedTurn(tokio::task::JoinHandle<()>);
 
-impl AloneTurn {
+impl TimedTurn {
     fn new(turn: OwnedMutexGuard<()>) -> Self {
         Self(tokio::spawn(async move {
             tokio::time::sleep(LONGEST_TURN).await;
@@ -59,7 +59,7 @@ impl AloneTurn {
     }
 }
 
-impl Drop for AloneTurn {
+impl Drop for TimedTurn {
     fn drop(&mut self) {
         // Aborting the task drops the guard it holds, if it still does.
         self.0.abort();
@@ -90,7 +90,7 @@ impl Batches {
     /// that gets it finding only itself waiting goes alone.
     pub async fn join(&self, slurm: &SlurmClient, pod: PodKey, description: JobDescription) -> Turn {
         if self.max_tasks == 1 {
-            return Turn::Alone(AloneTurn::new(self.turn.clone().lock_owned().await));
+            return Turn::Alone(TimedTurn::new(self.turn.clone().lock_owned().await));
         }
         let (answer, mut answered) = oneshot::channel();
         let uid = pod.uid.clone();
@@ -110,10 +110,12 @@ impl Batches {
                     let (alone, others): (Vec<_>, Vec<_>) =
                         batch.into_iter().partition(|waiting| waiting.pod.uid == uid);
                     if others.is_empty() {
-                        return Turn::Alone(AloneTurn::new(turn));
+                        return Turn::Alone(TimedTurn::new(turn));
                     }
                     let mut all = others;
                     all.extend(alone);
+                    // Timed like a lone pod's turn: a stalled array must not hold up the pods behind it.
+                    let _turn = TimedTurn::new(turn);
                     self.submit_together(slurm, all).await;
                 }
             }
@@ -217,7 +219,7 @@ mod tests {
     }
 
     /// Batches of a slurmrestd that is not there, and the turn of a first pod that found nobody waiting.
-    async fn first_alone() -> (Batches, SlurmClient, AloneTurn) {
+    async fn first_alone() -> (Batches, SlurmClient, TimedTurn) {
         let batches = Batches::new(MAX_TASKS);
         let slurm = SlurmClient::unreachable_for_tests();
         let (key, description) = pod("first");
