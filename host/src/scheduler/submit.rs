@@ -38,9 +38,10 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
     match ctx.batches.join(&ctx.slurm, key.clone(), description.clone()).await {
         Turn::Alone(_turn) => submit_alone(pod, key, description, ctx).await,
         Turn::Task(Ok(task)) => {
-            let target = format!("{}_{}", task.array_job_id, task.task);
-            let mut job = Job {
+            // Known as the pod's before Slurm lists it, as a lone submission is.
+            let job = Job {
                 job_id: task.array_job_id,
+                name: description.name,
                 job_state: vec!["PENDING".into()],
                 excluded_nodes: description.excluded_nodes.join(","),
                 admin_comment: task.admin_comment,
@@ -48,7 +49,7 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
                 array_task_id: NoValue::of(task.task.into()),
                 ..Default::default()
             };
-            job.name.clone_from(&description.name);
+            let target = job.target();
             ctx.jobs.record_job(key, job);
             submitted(pod, &target, ctx).await
         }
