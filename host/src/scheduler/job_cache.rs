@@ -1,7 +1,7 @@
 //! What Slurm says about sunk's placeholder jobs, refreshed by one incremental listing per poll
 //! (never one request per pod), and the pods to look at again when their job changed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,9 @@ struct State {
     holding: Arc<Vec<Job>>,
     /// Jobs submitted by this host since the listing that is about to replace the cache began.
     submitted: Vec<(Instant, Placeholder)>,
+    /// Pods whose placeholders this host changed itself (cancelled) since the last listing: the next
+    /// listing wakes them even if it shows just what was recorded, so no pod waits for a recheck.
+    touched: HashSet<String>,
     /// When Slurm last refused a submission, by pod UID.
     refusals: HashMap<String, Instant>,
     /// When a submission's answer was lost (it may or may not have made a job), by pod UID.
@@ -109,7 +112,9 @@ impl JobCache {
     pub fn record_cancelled(&self, target: &str, admin_comment: Option<&str>) {
         let is_it = |job: &Job| job.target() == target || job.job_id.to_string() == target;
         let mut state = self.write();
-        for placeholder in state.by_pod.values_mut().flatten().filter(|p| is_it(&p.job)) {
+        let State { by_pod, touched, .. } = &mut *state;
+        for placeholder in by_pod.values_mut().flatten().filter(|p| is_it(&p.job)) {
+            touched.insert(placeholder.pod.uid.clone());
             placeholder.job.job_state = vec!["CANCELLED".into()];
             if let Some(comment) = admin_comment {
                 placeholder.job.admin_comment = comment.to_owned();
@@ -188,6 +193,12 @@ impl JobCache {
                 .filter(|(uid, _)| !by_pod.contains_key(*uid))
                 .filter_map(|(_, jobs)| jobs.first().map(|p| p.pod.clone())),
         );
+        let touched: Vec<PodKey> = std::mem::take(&mut state.touched)
+            .iter()
+            .filter(|uid| !changed.iter().any(|pod| &pod.uid == *uid))
+            .filter_map(|uid| by_pod.get(uid).or_else(|| state.by_pod.get(uid))?.first().map(|p| p.pod.clone()))
+            .collect();
+        changed.extend(touched);
         state.by_pod = by_pod;
         state.holding = Arc::new(holding);
         state.listed = true;
@@ -334,6 +345,22 @@ mod tests {
         cache.record_cancelled("4", Some("marked"));
         let known = &cache.for_pod("a")[0].job;
         assert_eq!((known.state(), known.admin_comment.as_str()), (JobState::Ended, "marked"));
+    }
+
+    #[test]
+    fn a_pod_whose_job_this_host_cancelled_is_woken_by_the_next_listing_even_if_it_shows_the_same() {
+        let cache = JobCache::default();
+        let mut gang = job(4, "a", "RUNNING");
+        gang.admin_comment = "sunk.dev/gang=ns/g/pod-a:a,pod-b:b".into();
+        cache.replace(vec![gang.clone()], 1, Instant::now());
+        cache.record_cancelled("4", None);
+        // Slurm lists it CANCELLED, exactly as recorded: both members must still look again.
+        let cancelled = Job { job_state: vec!["CANCELLED".into()], ..gang };
+        let mut woken: Vec<String> =
+            cache.replace(vec![cancelled.clone()], 2, Instant::now()).into_iter().map(|p| p.uid).collect();
+        woken.sort();
+        assert_eq!(woken, ["a", "b"]);
+        assert!(cache.replace(vec![cancelled], 3, Instant::now()).is_empty(), "once is enough");
     }
 
     #[test]
