@@ -107,16 +107,12 @@ impl Batches {
                     if batch.is_empty() {
                         continue; // this pod's answer is on its way
                     }
-                    let (alone, others): (Vec<_>, Vec<_>) =
-                        batch.into_iter().partition(|waiting| waiting.pod.uid == uid);
-                    if others.is_empty() {
+                    if let [only] = batch.as_slice() && only.pod.uid == uid {
                         return Turn::Alone(TimedTurn::new(turn));
                     }
-                    let mut all = others;
-                    all.extend(alone);
                     // Timed like a lone pod's turn: a stalled array must not hold up the pods behind it.
                     let _turn = TimedTurn::new(turn);
-                    self.submit_together(slurm, all).await;
+                    self.submit_together(slurm, batch).await;
                 }
             }
         }
@@ -126,11 +122,13 @@ impl Batches {
         self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// One array per shape (at most `max_tasks` pods each), every pod answered.
+    /// One array per namespace and shape (at most `max_tasks` pods each), every pod answered. The link
+    /// names pods by namespace, so pods of other namespaces go in arrays of their own.
     async fn submit_together(&self, slurm: &SlurmClient, batch: Vec<Waiting>) {
-        let mut shapes: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
+        let mut shapes: BTreeMap<(String, String), Vec<Waiting>> = BTreeMap::new();
         for waiting in batch {
-            shapes.entry(shape(&waiting.description)).or_default().push(waiting);
+            let key = (waiting.pod.namespace.clone(), shape(&waiting.description));
+            shapes.entry(key).or_default().push(waiting);
         }
         for (_, pods) in shapes {
             let mut pods = pods.into_iter().peekable();
@@ -163,29 +161,23 @@ pub fn array_description(pods: &[(PodKey, JobDescription)]) -> Option<JobDescrip
     })
 }
 
-async fn submit_array(slurm: &SlurmClient, chunk: Vec<Waiting>) {
-    // The link names pods by namespace: pods of other namespaces go in arrays of their own.
-    let mut by_namespace: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
-    for waiting in chunk {
-        by_namespace.entry(waiting.pod.namespace.clone()).or_default().push(waiting);
+/// Submits pods of one namespace and shape as one array, and tells each pod its task.
+async fn submit_array(slurm: &SlurmClient, pods: Vec<Waiting>) {
+    let (members, answers): (Vec<_>, Vec<_>) = pods.into_iter().map(|w| ((w.pod, w.description), w.answer)).unzip();
+    let Some(description) = array_description(&members) else { return };
+    let admin_comment = description.admin_comment.clone().unwrap_or_default();
+    let submitted = slurm.submit(&description).await.map_err(Arc::new);
+    match &submitted {
+        Ok(job_id) => tracing::info!(job = job_id, pods = members.len(), "submitted placeholders as one job array"),
+        Err(error) => tracing::info!(%error, pods = members.len(), "a job array was not submitted"),
     }
-    for (_, pods) in by_namespace {
-        let (members, answers): (Vec<_>, Vec<_>) = pods.into_iter().map(|w| ((w.pod, w.description), w.answer)).unzip();
-        let Some(description) = array_description(&members) else { continue };
-        let admin_comment = description.admin_comment.clone().unwrap_or_default();
-        let submitted = slurm.submit(&description).await.map_err(Arc::new);
-        match &submitted {
-            Ok(job_id) => tracing::info!(job = job_id, pods = members.len(), "submitted placeholders as one job array"),
-            Err(error) => tracing::info!(%error, pods = members.len(), "a job array was not submitted"),
-        }
-        for (task, answer) in (0u32..).zip(answers) {
-            let result = submitted.clone().map(|array_job_id| ArrayTask {
-                array_job_id,
-                task,
-                admin_comment: admin_comment.clone(),
-            });
-            let _ = answer.send(result);
-        }
+    for (task, answer) in (0u32..).zip(answers) {
+        let result = submitted.clone().map(|array_job_id| ArrayTask {
+            array_job_id,
+            task,
+            admin_comment: admin_comment.clone(),
+        });
+        let _ = answer.send(result);
     }
 }
 
