@@ -6,10 +6,8 @@
 use crate::coalesce::{Coalescer, Joined, Waiter, chunked};
 use crate::slurm::{SlurmClient, SlurmError};
 
-/// The most jobs one request cancels: each running one is a termination on its nodes, and hundreds
-/// at once can leave slurmd 24.11.5 deaf (the README's benchmark section); the next chunk waits for
-/// this one's answer.
-const MAX_JOBS: usize = 50;
+/// The most jobs one request cancels (a bound on the request, and on the terminations it starts at once).
+const MAX_JOBS: usize = 100;
 
 /// What a shared request did for one job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +53,7 @@ async fn cancel_together(slurm: &SlurmClient, waiters: Vec<Waiter<String, Outcom
             return waiters.into_iter().for_each(|waiter| waiter.answer(Outcome::GoAlone));
         }
     };
-    tracing::info!(jobs = jobs.len(), refused = refused.len(), "cancelled placeholders in one request");
+    tracing::debug!(jobs = jobs.len(), refused = refused.len(), "cancelled placeholders in one request");
     for waiter in waiters {
         let outcome = match refused.iter().any(|(job, _)| *job == waiter.item) {
             true => Outcome::GoAlone,

@@ -1,7 +1,6 @@
 //! Bursts of pods: pods that arrive while a submission is in flight go to Slurm together, one job
 //! array for pods of one shape, each task its own pod's placeholder. Slurm places each task on its
-//! own; a pod deleted while its task waits cancels that task alone, and pods deleted together are
-//! cancelled together.
+//! own; a pod deleted while its task waits cancels that task alone.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -84,23 +83,6 @@ async fn a_burst_goes_as_job_arrays_and_each_task_is_its_pods_alone() -> anyhow:
         let bound =
             pods.items.iter().filter(|pod| node_name(pod).is_some() && pod.metadata.deletion_timestamp.is_none());
         (bound.count() == 4).then_some(())
-    })
-    .await?;
-
-    // The rest deleted at once (their cancels wait together while one is in flight): no job outlives its pod.
-    let rest = cluster.pods().list(&Default::default()).await?;
-    let rest: Vec<String> = rest
-        .items
-        .iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .map(|pod| pod.metadata.name.clone().unwrap_or_default())
-        .collect();
-    for name in &rest {
-        cluster.delete_pod(name).await?;
-    }
-    wait_for("every job to end with its pod", BIND, || async {
-        let jobs = cluster.jobs_in_namespace().await.ok()?;
-        jobs.iter().all(|(_, job)| job.state() == JobState::Ended).then_some(())
     })
     .await?;
     Ok(())

@@ -141,9 +141,8 @@ async fn finish(cluster: &Cluster, summary: Summary, prefix: &str) -> anyhow::Re
         millis(summary.p50),
         millis(summary.p99)
     );
-    // Deleted as a user deletes a Deployment: each pod's job is cancelled once its pod is leaving.
     let clearing = Instant::now();
-    measure::delete_all(&cluster.kube, &cluster.namespace, false).await?;
+    measure::clear(&cluster.kube, &cluster.namespace).await?;
     let patience = Duration::from_secs(120 + summary.pods as u64 / 2);
     let cleared = wait_for("the bench nodes to be free in Slurm", patience, || async {
         let listed = in_slurm_root(&["squeue", "-h", "-t", "R,CG,CF", "-o", "%N"]).ok()?;
@@ -157,7 +156,6 @@ async fn finish(cluster: &Cluster, summary: Summary, prefix: &str) -> anyhow::Re
         }
         Err(error) => println!("{prefix}: NOT CLEARED: {error}; later phases may wait on a stuck Slurm"),
     }
-    measure::delete_all(&cluster.kube, &cluster.namespace, true).await?;
     Ok(summary)
 }
 

@@ -145,17 +145,12 @@ async fn collect(bindings: &Bindings, sent: Vec<(String, Instant)>, timeout: Dur
     .await
 }
 
-/// Deletes every bench pod of the namespace: as `kubectl delete` does, with its grace period, or at
-/// once with `force`. The fake Nodes have no kubelet to finish a graceful deletion, so only `force`
-/// waits for the pods to be gone.
-pub async fn delete_all(kube: &Client, namespace: &str, force: bool) -> anyhow::Result<()> {
+/// Deletes every bench pod of the namespace at once and waits until they are gone.
+pub async fn clear(kube: &Client, namespace: &str) -> anyhow::Result<()> {
     let api: Api<Pod> = Api::namespaced(kube.clone(), namespace);
-    let params = DeleteParams { grace_period_seconds: force.then_some(0), ..Default::default() };
+    let params = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
     let selected = ListParams::default().labels("sunk.dev/bench-pod");
     api.delete_collection(&params, &selected).await?;
-    if !force {
-        return Ok(());
-    }
     wait_for("the bench pods to be gone", Duration::from_secs(300), || async {
         api.list(&selected).await.ok()?.items.is_empty().then_some(())
     })
