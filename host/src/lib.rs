@@ -4,7 +4,6 @@
 //! knows nothing of policies. Controllers (`scheduler`, `nodeset`) talk to both through narrow types.
 
 pub mod cli;
-pub mod coalesce;
 pub mod delivery;
 mod failpoint;
 pub mod http;

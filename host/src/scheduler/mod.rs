@@ -3,7 +3,6 @@
 
 mod batch;
 mod bind;
-mod cancels;
 mod conditions;
 mod exclusions;
 mod fast_path;
@@ -81,8 +80,6 @@ pub struct Context {
     pub fast_path: bool,
     /// Pods waiting to be submitted together.
     pub batches: batch::Batches,
-    /// Placeholders being cancelled together.
-    pub cancels: cancels::Cancels,
     pub preemption: bool,
     /// Preemptions under way.
     pub preemptions: preemption::InFlight,
@@ -166,7 +163,6 @@ pub async fn run(
         metrics: config.metrics,
         fast_path: config.fast_path,
         batches: batch::Batches::new(config.max_array_tasks),
-        cancels: cancels::Cancels::default(),
         preemption: config.preemption,
         preemptions: preemption::InFlight::default(),
         requeued_seen: preemption::by_slurm::FirstSeen::default(),

@@ -244,7 +244,7 @@ pub(super) fn describe(job: &crate::slurm::Job) -> String {
 
 pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
     tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
-    ctx.cancels.cancel(&ctx.slurm, placeholder.job.target()).await?;
+    ctx.slurm.cancel(placeholder.job.target()).await?;
     Ok(())
 }
 

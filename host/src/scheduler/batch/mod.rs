@@ -10,15 +10,15 @@
 mod link;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
 
 pub use link::ArrayLink;
 
 use super::placeholder::PodKey;
-use crate::coalesce::{self, Coalescer, Joined, chunked};
 use crate::slurm::{JobDescription, SlurmClient, SlurmError};
 
 /// The most tasks one array gets (Slurm's `MaxArraySize` defaults to 1001; the link in every task's
@@ -66,60 +66,76 @@ impl Drop for TimedTurn {
     }
 }
 
-/// A pod waiting for its turn to be submitted.
-struct Pending {
+struct Waiting {
     pod: PodKey,
     description: JobDescription,
+    answer: oneshot::Sender<Result<ArrayTask, Arc<SlurmError>>>,
 }
-
-type Waiter = coalesce::Waiter<Pending, Result<ArrayTask, Arc<SlurmError>>>;
 
 /// The pods waiting for their turn to be submitted. Cheap to clone; one per scheduler.
 #[derive(Clone)]
 pub struct Batches {
-    pods: Coalescer<Pending, Result<ArrayTask, Arc<SlurmError>>>,
+    waiting: Arc<Mutex<Vec<Waiting>>>,
+    turn: Arc<tokio::sync::Mutex<()>>,
     max_tasks: usize,
 }
 
 impl Batches {
     /// Arrays of at most `max_tasks` tasks; 1 submits every pod alone.
     pub fn new(max_tasks: usize) -> Self {
-        Self { pods: Coalescer::default(), max_tasks: max_tasks.clamp(1, MAX_TASKS) }
+        Self { waiting: Arc::default(), turn: Arc::default(), max_tasks: max_tasks.clamp(1, MAX_TASKS) }
     }
 
     /// Waits for this pod's turn. Whoever gets the turn submits everything waiting by then; the pod
     /// that gets it finding only itself waiting goes alone.
     pub async fn join(&self, slurm: &SlurmClient, pod: PodKey, description: JobDescription) -> Turn {
         if self.max_tasks == 1 {
-            return Turn::Alone(TimedTurn::new(self.pods.own_turn().await));
+            return Turn::Alone(TimedTurn::new(self.turn.clone().lock_owned().await));
         }
-        let joined = self
-            .pods
-            .join(Pending { pod, description }, |batch, turn| async move {
-                // Timed like a lone pod's turn: a stalled array must not hold up the pods behind it.
-                let _turn = TimedTurn::new(turn);
-                self.submit_together(slurm, batch).await;
-            })
-            .await;
-        match joined {
-            Joined::Alone(_, turn) => Turn::Alone(TimedTurn::new(turn)),
-            // Unanswered only if the turn's task was cancelled mid-way.
-            Joined::Served(answer) => {
-                Turn::Task(answer.unwrap_or_else(|| Err(Arc::new(SlurmError::NotSubmitted(Vec::new())))))
+        let (answer, mut answered) = oneshot::channel();
+        let uid = pod.uid.clone();
+        self.lock().push(Waiting { pod, description, answer });
+        loop {
+            tokio::select! {
+                biased;
+                result = &mut answered => {
+                    // A sender is only dropped unanswered if its turn's task was cancelled mid-way.
+                    return Turn::Task(result.unwrap_or_else(|_| Err(Arc::new(SlurmError::NotSubmitted(Vec::new())))));
+                }
+                turn = self.turn.clone().lock_owned() => {
+                    let batch = std::mem::take(&mut *self.lock());
+                    if batch.is_empty() {
+                        continue; // this pod's answer is on its way
+                    }
+                    if let [only] = batch.as_slice() && only.pod.uid == uid {
+                        return Turn::Alone(TimedTurn::new(turn));
+                    }
+                    // Timed like a lone pod's turn: a stalled array must not hold up the pods behind it.
+                    let _turn = TimedTurn::new(turn);
+                    self.submit_together(slurm, batch).await;
+                }
             }
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
+        self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// One array per namespace and shape (at most `max_tasks` pods each), every pod answered. The link
     /// names pods by namespace, so pods of other namespaces go in arrays of their own.
-    async fn submit_together(&self, slurm: &SlurmClient, batch: Vec<Waiter>) {
-        let mut shapes: BTreeMap<(String, String), Vec<Waiter>> = BTreeMap::new();
-        for waiter in batch {
-            let key = (waiter.item.pod.namespace.clone(), shape(&waiter.item.description));
-            shapes.entry(key).or_default().push(waiter);
+    async fn submit_together(&self, slurm: &SlurmClient, batch: Vec<Waiting>) {
+        let mut shapes: BTreeMap<(String, String), Vec<Waiting>> = BTreeMap::new();
+        for waiting in batch {
+            let key = (waiting.pod.namespace.clone(), shape(&waiting.description));
+            shapes.entry(key).or_default().push(waiting);
         }
-        for chunk in shapes.into_values().flat_map(|pods| chunked(pods, self.max_tasks)) {
-            submit_array(slurm, chunk).await;
+        for (_, pods) in shapes {
+            let mut pods = pods.into_iter().peekable();
+            while pods.peek().is_some() {
+                let chunk: Vec<Waiting> = pods.by_ref().take(self.max_tasks).collect();
+                submit_array(slurm, chunk).await;
+            }
         }
     }
 }
@@ -146,8 +162,8 @@ pub fn array_description(pods: &[(PodKey, JobDescription)]) -> Option<JobDescrip
 }
 
 /// Submits pods of one namespace and shape as one array, and tells each pod its task.
-async fn submit_array(slurm: &SlurmClient, pods: Vec<Waiter>) {
-    let members: Vec<_> = pods.iter().map(|w| (w.item.pod.clone(), w.item.description.clone())).collect();
+async fn submit_array(slurm: &SlurmClient, pods: Vec<Waiting>) {
+    let (members, answers): (Vec<_>, Vec<_>) = pods.into_iter().map(|w| ((w.pod, w.description), w.answer)).unzip();
     let Some(description) = array_description(&members) else { return };
     let admin_comment = description.admin_comment.clone().unwrap_or_default();
     let submitted = slurm.submit(&description).await.map_err(Arc::new);
@@ -155,13 +171,13 @@ async fn submit_array(slurm: &SlurmClient, pods: Vec<Waiter>) {
         Ok(job_id) => tracing::info!(job = job_id, pods = members.len(), "submitted placeholders as one job array"),
         Err(error) => tracing::info!(%error, pods = members.len(), "a job array was not submitted"),
     }
-    for (task, waiter) in (0u32..).zip(pods) {
+    for (task, answer) in (0u32..).zip(answers) {
         let result = submitted.clone().map(|array_job_id| ArrayTask {
             array_job_id,
             task,
             admin_comment: admin_comment.clone(),
         });
-        waiter.answer(result);
+        let _ = answer.send(result);
     }
 }
 
@@ -206,9 +222,9 @@ mod tests {
     #[tokio::test]
     async fn a_pod_with_nobody_waiting_goes_alone_and_holds_the_turn() {
         let (batches, _slurm, turn) = first_alone().await;
-        assert!(batches.pods.turn_is_held(), "the turn is held while the pod is submitted");
+        assert!(batches.turn.try_lock().is_err(), "the turn is held while the pod is submitted");
         drop(turn);
-        let next = tokio::time::timeout(Duration::from_secs(5), batches.pods.own_turn()).await;
+        let next = tokio::time::timeout(Duration::from_secs(5), batches.turn.lock()).await;
         assert!(next.is_ok(), "the next turn may begin once the pod is submitted");
     }
 
@@ -216,7 +232,7 @@ mod tests {
     async fn a_slow_submission_lets_the_next_turn_begin() {
         let (batches, _slurm, turn) = first_alone().await;
         // Still submitting (the turn is not dropped): the next turn begins after LONGEST_TURN anyway.
-        let next = tokio::time::timeout(Duration::from_secs(5), batches.pods.own_turn()).await;
+        let next = tokio::time::timeout(Duration::from_secs(5), batches.turn.lock()).await;
         assert!(next.is_ok(), "a stalled submission held every other pod");
         drop(turn);
     }
@@ -232,7 +248,7 @@ mod tests {
                 tokio::spawn(async move { batches.join(&slurm, key, description).await })
             })
             .collect();
-        while batches.pods.waiting() < 2 {
+        while batches.lock().len() < 2 {
             tokio::task::yield_now().await;
         }
         drop(turn);
