@@ -20,7 +20,16 @@ cargo build -q -p sunk
 log "example policies: build, check and test against their cases"
 "$here/policy-examples.sh"
 
-trap '"$SUNK_ROOT/tests/cluster/down.sh" || true' EXIT
+# A failed run keeps the cluster's logs (hosts, Slurm, kubelets) for reading after teardown.
+keep_logs_of_a_failure() {
+  local status=$?
+  if ((status != 0)) && [[ -d $SUNK_STATE/logs ]]; then
+    rm -rf "$SUNK_CACHE/failed-run-logs" && cp -r "$SUNK_STATE/logs" "$SUNK_CACHE/failed-run-logs" || true
+    log "failed (exit $status): the cluster's logs are kept in $SUNK_CACHE/failed-run-logs"
+  fi
+  "$SUNK_ROOT/tests/cluster/down.sh" || true
+}
+trap keep_logs_of_a_failure EXIT
 [[ -n ${SUNK_KEEP_CLUSTER:-} ]] && trap - EXIT
 "$SUNK_ROOT/tests/cluster/up.sh"
 log "end-to-end tests"

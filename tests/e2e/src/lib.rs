@@ -312,12 +312,24 @@ impl Cluster {
         check: impl Fn(&Pod) -> bool,
     ) -> anyhow::Result<Pod> {
         let pods = self.pods();
-        wait_for(what, timeout, || {
-            let pods = pods.clone();
-            let check = &check;
-            async move { pods.get_opt(name).await.ok().flatten().filter(|pod| check(pod)) }
+        let last_seen = std::sync::Mutex::new(None::<Pod>);
+        let waited = wait_for(what, timeout, || {
+            let (pods, check, last_seen) = (pods.clone(), &check, &last_seen);
+            async move {
+                let pod = pods.get_opt(name).await.ok().flatten()?;
+                *last_seen.lock().unwrap() = Some(pod.clone());
+                check(&pod).then_some(pod)
+            }
         })
-        .await
+        .await;
+        // A timeout says what the pod looked like last, so that a failure can be read from the output.
+        waited.map_err(|error| {
+            let seen = last_seen.lock().unwrap().take();
+            let seen = seen.map_or("never seen".to_string(), |pod| {
+                format!("last seen on {:?} with PodScheduled {:?}", node_name(&pod), scheduled_condition(&pod))
+            });
+            anyhow::anyhow!("{error}: pod {name} {seen}")
+        })
     }
 
     /// The Kubernetes Node whose slurmd pod runs this Slurm node.
