@@ -14,9 +14,9 @@ fn start_fast_host(cluster: &mut Cluster) -> anyhow::Result<usize> {
 }
 
 /// A pod whose placeholder has a time limit, so Slurm knows when its node frees.
-fn timed_pod(name: &str, cpu: &str) -> serde_json::Value {
+fn timed_pod(name: &str, cpu: &str, minutes: u32) -> serde_json::Value {
     let mut pod = pod(name, cpu, "256Mi");
-    pod["metadata"]["annotations"] = serde_json::json!({"sunk.dev/timeout": "10"});
+    pod["metadata"]["annotations"] = serde_json::json!({"sunk.dev/timeout": minutes.to_string()});
     pod
 }
 
@@ -43,10 +43,12 @@ async fn with_free_capacity_a_pod_is_bound_through_an_immediate_allocation() -> 
 async fn the_fast_path_does_not_take_a_node_a_higher_priority_job_waits_for() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("fast-prio").await?;
     start_fast_host(&mut cluster)?;
-    // kube-node-1 full, kube-node-2 half full: one CPU is free.
-    cluster.create_pod(timed_pod("whole", "2")).await?;
+    // One node full, the other half full: one CPU is free. The half-full node frees first, so it is
+    // the node Slurm's backfill plans the urgent job on. Were it the full one, backfill would rightly
+    // start the pod's queued placeholder on the free CPU, as that delays nobody.
+    cluster.create_pod(timed_pod("whole", "2", 10)).await?;
     cluster.wait_pod("whole", "the 2-CPU pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
-    cluster.create_pod(timed_pod("half", "1")).await?;
+    cluster.create_pod(timed_pod("half", "1", 5)).await?;
     cluster.wait_pod("half", "the 1-CPU pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
 
     // A higher-priority Slurm job needs a whole node: it waits for the half-full one.
