@@ -24,8 +24,11 @@ helm upgrade --install sunk charts/sunk -n sunk-system --wait --timeout 120s \
   --set scheduler.name=sunk --set nodesetController.enabled=false --set nodesetController.namespace=slurm \
   --set replicas=1 --set leaderElection.enabled=false >/dev/null
 
+# A second run replaces the example pods, so what it shows is placed afresh.
+kubectl delete -f examples/pods/ --ignore-not-found --wait >/dev/null
 kubectl apply -f examples/pods/ >/dev/null
 log "waiting for the example pods to be placed by Slurm and started by their kubelets"
+waiting=unknown
 for _ in $(seq 120); do
   waiting=$(kubectl get pods -n demo -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -vc '^Running$' || true)
   [[ $waiting -eq 0 ]] && break
@@ -50,6 +53,10 @@ for line in open(sys.argv[1]):
     if not node:
         print("    ", why)
 PY
+if [[ $waiting != 0 ]]; then
+  kubectl get events -n demo --sort-by=.lastTimestamp | tail -20
+  die "$waiting example pod(s) not Running after 120 s (above: each pod, its job, and the namespace's events)"
+fi
 echo
 echo "The NodeSet that keeps a slurmd pod (a Slurm dynamic node) on each GPU Node, with Slurm's view of them:"
 kubectl get nodesets -A
@@ -58,10 +65,12 @@ echo "A cordon is a Slurm drain (the Syncer asks the bundled drain policy for th
 kubectl cordon kube-node-2 >/dev/null
 drained() { chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T | grep -q drain; }
 for _ in $(seq 100); do drained && break; sleep 0.2; done
+drained || die "cordoning kube-node-2 did not drain its Slurm node within 20 s"
 chroot "$SLURM_ROOT" sinfo -R -N -n kube-node-2 -o '%20N %10T %E'
 kubectl get node kube-node-2 -o jsonpath='{range .status.conditions[?(@.type=="SlurmDrain")]}  Node condition SlurmDrain={.status}: {.message}{"\n"}{end}'
 kubectl uncordon kube-node-2 >/dev/null
 for _ in $(seq 100); do drained || break; sleep 0.2; done
+drained && die "uncordoning kube-node-2 did not resume its Slurm node within 20 s"
 echo "  uncordoned: Slurm node kube-node-2 is $(chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T) again"
 echo
 log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"

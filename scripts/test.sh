@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit tests, then the end-to-end tests against a real
-# kube-apiserver + etcd and a real Slurm 24.11 brought up on this machine.
+# kube-apiserver + etcd and a real Slurm brought up on this machine: 26.05, or 24.11 with SUNK_SLURM=24.11.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../tests/cluster/env.sh"

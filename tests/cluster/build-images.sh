@@ -2,8 +2,8 @@
 # Builds the project's container images from their Containerfiles with buildah (no daemon) and saves
 # each as an OCI archive under $SUNK_IMAGES, which up.sh imports into every Node's containerd.
 #
-# Nothing is pulled: the Debian base the Containerfiles start FROM is imported from a debootstrap'd
-# trixie root under the tag the Containerfiles name, so the same files build for a user with any OCI
+# Nothing is pulled: the Debian bases the Containerfiles start FROM are imported from debootstrap'd
+# roots (trixie; forky for Slurm 26.05) under the tags the Containerfiles name, so the same files build for a user with any OCI
 # builder and a registry. An image is rebuilt only when its inputs (Containerfile, build context,
 # base image) change.
 #
@@ -15,26 +15,34 @@ mkdir -p "$SUNK_IMAGES"
 
 buildah() { command buildah --root "$SUNK_CACHE/buildah/storage" --runroot "$SUNK_CACHE/buildah/run" --storage-driver overlay "$@"; }
 
-# --- the Debian base ------------------------------------------------------------------------------
-base_root=$SUNK_CACHE/debian-trixie
+# --- the Debian bases -----------------------------------------------------------------------------
+# import_base SUITE IMAGE: a minimal debootstrap'd SUITE root imported as IMAGE (e.g. trixie as
+# debian:trixie-slim), made once and imported again only when the root was remade.
 import_base() {
+  local suite=$1 image=$2
+  local base_root=$SUNK_CACHE/debian-$suite
   local stamp=$base_root/.sunk-complete
   if [[ ! -f $stamp ]]; then
-    log "debootstrap a minimal trixie root for the base image"
+    log "debootstrap a minimal $suite root for the base image"
     rm -rf "$base_root" && mkdir -p "$base_root"
-    debootstrap --variant=minbase trixie "$base_root" "$DEBIAN_MIRROR" >"$SUNK_CACHE/debootstrap-base.log" 2>&1 \
-      || { tail -20 "$SUNK_CACHE/debootstrap-base.log"; die "debootstrap of the base image failed"; }
-    # What debian:trixie-slim leaves out: apt caches, docs, and the mirror's package lists.
+    debootstrap --variant=minbase "$suite" "$base_root" "$DEBIAN_MIRROR" "$(debootstrap_script "$suite")" \
+      >"$SUNK_CACHE/debootstrap-base-$suite.log" 2>&1 \
+      || { tail -20 "$SUNK_CACHE/debootstrap-base-$suite.log"; die "debootstrap of the $suite base image failed"; }
+    # What debian:<suite>-slim leaves out: apt caches, docs, and the mirror's package lists.
     rm -rf "$base_root"/var/cache/apt/*.bin "$base_root"/var/lib/apt/lists/* "$base_root"/usr/share/doc/* \
       "$base_root"/usr/share/man/* "$base_root"/usr/share/locale/*
+    # The package mirror this machine reaches may serve a frozen snapshot of a suite whose Release
+    # file carries a Valid-Until (testing does), long past; apt would refuse it. This setting lives
+    # only in the local stand-in for debian:<suite>-slim, never in a Containerfile users build.
+    echo 'Acquire::Check-Valid-Until "false";' >"$base_root/etc/apt/apt.conf.d/99sunk-local-mirror"
     date -u +%s >"$stamp"
   fi
   local id
   id=$(cat "$stamp")
-  if [[ "$(buildah inspect --type image --format '{{index .ImageAnnotations "dev.sunk.base-root"}}' "$DEBIAN_IMAGE" 2>/dev/null)" == "$id" ]]; then
+  if [[ "$(buildah inspect --type image --format '{{index .ImageAnnotations "dev.sunk.base-root"}}' "$image" 2>/dev/null)" == "$id" ]]; then
     return
   fi
-  log "importing the trixie root as $DEBIAN_IMAGE"
+  log "importing the $suite root as $image"
   local container mount
   container=$(buildah from scratch)
   mount=$(buildah mount "$container")
@@ -42,17 +50,18 @@ import_base() {
   buildah umount "$container" >/dev/null
   buildah config --cmd bash --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --annotation "dev.sunk.base-root=$id" "$container"
-  buildah commit -q --rm "$container" "$DEBIAN_IMAGE" >/dev/null
+  buildah commit -q --rm "$container" "$image" >/dev/null
 }
 
-# build NAME TAG CONTEXT CONTAINERFILE [TARGET]: builds TAG unless its inputs are unchanged, then
-# writes $SUNK_IMAGES/NAME.tar.
+# build NAME TAG CONTEXT CONTAINERFILE [TARGET] [BASE]: builds TAG on BASE (default the trixie base)
+# unless its inputs are unchanged, then writes $SUNK_IMAGES/NAME.tar (NAME may name a folder).
 build() {
-  local name=$1 tag=$2 context=$3 containerfile=$4 target=${5:-}
+  local name=$1 tag=$2 context=$3 containerfile=$4 target=${5:-} base=${6:-$DEBIAN_IMAGE}
   local archive=$SUNK_IMAGES/$name.tar stamp=$SUNK_IMAGES/$name.inputs inputs
+  mkdir -p "$(dirname "$archive")"
   inputs=$( (
-    echo "$tag $target"
-    buildah inspect --type image --format '{{.FromImageID}}' "$DEBIAN_IMAGE"
+    echo "$tag $target $base"
+    buildah inspect --type image --format '{{.FromImageID}}' "$base"
     cat "$containerfile"
     find "$context" -maxdepth 1 -type f -print0 | sort -z | xargs -0 sha256sum
   ) | sha256sum | cut -d' ' -f1)
@@ -61,9 +70,9 @@ build() {
     return
   fi
   log "building image $tag"
-  buildah bud -q --layers --isolation chroot --build-arg "DEBIAN_IMAGE=$DEBIAN_IMAGE" ${target:+--target "$target"} \
-    -f "$containerfile" -t "$tag" "$context" >"$SUNK_CACHE/build-$name.log" 2>&1 \
-    || { tail -30 "$SUNK_CACHE/build-$name.log"; die "building $tag failed"; }
+  buildah bud -q --layers --isolation chroot --build-arg "DEBIAN_IMAGE=$base" ${target:+--target "$target"} \
+    -f "$containerfile" -t "$tag" "$context" >"$SUNK_CACHE/build-${name//\//-}.log" 2>&1 \
+    || { tail -30 "$SUNK_CACHE/build-${name//\//-}.log"; die "building $tag failed"; }
   rm -f "$archive"
   buildah push -q "$tag" "oci-archive:$archive:$tag" >/dev/null
   echo "$inputs" >"$stamp"
@@ -82,12 +91,14 @@ stage_sunk_binary() {
 
 images=$SUNK_ROOT/images
 want=${1:-all}
-import_base
+import_base trixie "$DEBIAN_IMAGE"
 if [[ $want == all ]]; then
+  [[ $SLURM_BASE_IMAGE == "$DEBIAN_IMAGE" ]] || import_base "$SLURM_SUITE" "$SLURM_BASE_IMAGE"
   build pause "$PAUSE_IMAGE" "$images/pause" "$images/pause/Containerfile"
   build busybox "$BUSYBOX_IMAGE" "$images/busybox" "$images/busybox/Containerfile"
   for daemon in slurmd slurmctld slurmrestd; do
-    build "$daemon" "$SLURM_IMAGE_REPO/$daemon:$SLURM_VERSION" "$images/slurm" "$images/slurm/Containerfile" "$daemon"
+    build "slurm-$SLURM_VERSION/$daemon" "$SLURM_IMAGE_REPO/$daemon:$SLURM_VERSION" "$images/slurm" \
+      "$images/slurm/Containerfile" "$daemon" "$SLURM_BASE_IMAGE"
   done
 fi
 if [[ $want == all || $want == sunk ]]; then

@@ -30,14 +30,15 @@ node_cgroups() { find /sys/fs/cgroup/*/ -maxdepth 1 -type d -name 'sunk-kube-nod
 for cgroup in $(node_cgroups); do
   find "$cgroup" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
 done
-# Anything else still living inside the Slurm root (the daemons, jobs) belongs to us.
-if [[ -d $SLURM_ROOT ]]; then
-  real=$(realpath "$SLURM_ROOT")
+# Anything else still living inside a Slurm root (the daemons, jobs) belongs to us, whichever Slurm
+# version the cluster ran.
+for root in $(slurm_roots); do
+  real=$(realpath "$root")
   for proc in /proc/[0-9]*; do
     [[ "$(readlink "$proc/root" 2>/dev/null)" == "$real" ]] && kill -KILL "${proc#/proc/}" 2>/dev/null
   done
   true
-fi
+done
 # Ports held by a process this script has no pidfile for (e.g. state dir already removed).
 for port in "$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$SLURMCTLD_PORT" "$SLURMRESTD_PORT"; do
   for pid in $(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do

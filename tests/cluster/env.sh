@@ -5,7 +5,6 @@ SUNK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SUNK_CACHE=${SUNK_CACHE:-$SUNK_ROOT/.cache}
 SUNK_STATE=${SUNK_STATE:-$SUNK_ROOT/.cluster}
 SUNK_BIN=$SUNK_CACHE/bin
-SLURM_ROOT=$SUNK_CACHE/slurm-root
 
 KUBE_VERSION=v1.34.4
 HELM_VERSION=v3.19.0
@@ -30,7 +29,23 @@ die() { log "error: $*"; exit 1; }
 # Images built from images/*/Containerfile by build-images.sh; nothing is ever pulled.
 SUNK_IMAGES=$SUNK_CACHE/images
 DEBIAN_IMAGE=docker.io/library/debian:trixie-slim
-SLURM_VERSION=24.11
+
+# The Slurm the local cluster runs (the daemons on this machine and the slurmd image): 26.05, the
+# current release, from Debian forky; or 24.11, still supported, from Debian trixie
+# (SUNK_SLURM=24.11 ./scripts/test.sh runs the whole suite on it). Each has its own root and images.
+SUNK_SLURM=${SUNK_SLURM:-26.05}
+case $SUNK_SLURM in
+  26.05) SLURM_SUITE=forky ;;
+  24.11) SLURM_SUITE=trixie ;;
+  *) echo "SUNK_SLURM=$SUNK_SLURM: the local cluster runs Slurm 26.05 or 24.11" >&2; exit 2 ;;
+esac
+export SUNK_SLURM
+SLURM_VERSION=$SUNK_SLURM
+SLURM_ROOT=$SUNK_CACHE/slurm-root-$SLURM_VERSION
+# The Debian the Slurm images are built on (the other images stay on trixie).
+SLURM_BASE_IMAGE=docker.io/library/debian:$SLURM_SUITE-slim
+# Every Slurm root this checkout has built: down.sh cleans up after a cluster of either version.
+slurm_roots() { compgen -G "$SUNK_CACHE/slurm-root-*" || true; }
 SLURM_IMAGE_REPO=localhost/sunk
 PAUSE_IMAGE=localhost/sunk/pause:3.10
 BUSYBOX_IMAGE=localhost/sunk/busybox:1.37
@@ -49,3 +64,10 @@ node_ip() { echo "10.244.0.1$1"; }
 node_pod_subnet() { echo "10.244.$1.0/24"; }
 # Memory every Node offers pods (its allocatable), whatever the machine has.
 NODE_MEMORY_MIB=8192
+
+# debootstrap_script SUITE: the script debootstrap bootstraps SUITE with. The machine's debootstrap
+# may predate SUITE (bookworm's knows no forky); a Debian suite it lacks bootstraps like sid.
+debootstrap_script() {
+  local scripts=/usr/share/debootstrap/scripts
+  if [[ -e $scripts/$1 ]]; then echo "$scripts/$1"; else echo "$scripts/sid"; fi
+}

@@ -61,8 +61,8 @@ start "containerd-$node" containerd --config "$dir/containerd.toml"
 ctr() { command ctr --address "$socket" --namespace k8s.io "$@"; }
 wait_for "containerd of $node" 30 ctr version
 
-# Images come from build-images.sh; nothing can be pulled.
-for archive in "$SUNK_IMAGES"/*.tar; do
+# Images come from build-images.sh; nothing can be pulled. The Slurm images of the cluster's version.
+for archive in "$SUNK_IMAGES"/*.tar "$SUNK_IMAGES/slurm-$SLURM_VERSION"/*.tar; do
   ctr images import --all-platforms "$archive" >/dev/null
 done
 
@@ -111,7 +111,7 @@ clusterDomain: cluster.local
 resolvConf: $dir/resolv.conf
 staticPodPath: $dir/manifests
 # Several kubelets on one machine: each cleans up only its own pods' logs (a shared /var/log/pods had
-# one kubelet delete another's, and `kubectl logs` failed now and then).
+# one kubelet delete another's, and kubectl logs failed now and then).
 podLogsDir: $dir/pod-logs
 authentication:
   anonymous: {enabled: false}

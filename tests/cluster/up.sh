@@ -3,7 +3,7 @@
 #   control plane  etcd, kube-apiserver (RBAC + Node authorization, ServiceAccount admission),
 #                  kube-controller-manager, kube-scheduler, CoreDNS, kube-proxy
 #   five Nodes     a kubelet with its own containerd each, pods on the cluster bridge
-#   Slurm 24.11    slurmctld and slurmrestd as host processes, and the NodeSet `slurm/gpu`: one slurmd
+#   Slurm          26.05 (SUNK_SLURM=24.11 for 24.11): slurmctld and slurmrestd as host processes, and the NodeSet `slurm/gpu`: one slurmd
 #                  pod (a dynamic node, from the slurmd image) on each GPU Node, kept by a sunk host
 #                  that runs only the NodeSet controller
 # Idempotent: tears down whatever a previous (possibly killed) run left, then starts afresh.
@@ -30,6 +30,9 @@ apply_with_addresses() {
 "$here/network.sh" up
 
 # --- the Slurm root (etcd and the Slurm daemons run from it) ---------------------------------------
+# Tests, the demo and the benchmarks find this cluster's Slurm through these two, whatever its version.
+ln -sfn "$SLURM_ROOT" "$SUNK_STATE/slurm-root"
+echo "$SLURM_VERSION" >"$SUNK_STATE/slurm-version"
 cp /etc/hosts "$SLURM_ROOT/etc/hosts"
 for fs in proc sys dev; do mount --bind "/$fs" "$SLURM_ROOT/$fs"; done
 mkdir -p "$SLURM_ROOT$rootstate" "$SLURM_ROOT/etc/slurm"

@@ -1,6 +1,7 @@
-# Sourced by the hook pods' scripts (bash): Slurm's REST API without a Slurm client. Slurm 24.11's
-# commands authenticate through a local daemon's socket (slurmctld, slurmd or sackd), which these pods
-# do not have; slurmrestd takes a JWT signed with the cluster's JWT key instead.
+# Sourced by the hook pods' scripts (bash): Slurm's REST API without a Slurm client. Slurm's
+# commands (auth/slurm, 24.11 and later) authenticate through a local daemon's socket (slurmctld,
+# slurmd or sackd), which these pods do not have; slurmrestd takes a JWT signed with the cluster's
+# JWT key instead.
 # Env: SLURMRESTD (host:port), JWT_KEY (path of the key).
 
 b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
@@ -21,7 +22,9 @@ slurm_get() {
   local token
   token=$(jwt root)
   exec 3<>"/dev/tcp/${SLURMRESTD%:*}/${SLURMRESTD#*:}"
-  printf 'GET %s HTTP/1.0\r\nHost: %s\r\nX-SLURM-USER-TOKEN: %s\r\n\r\n' "$1" "${SLURMRESTD%:*}" "$token" >&3
+  # Connection: close, or slurmrestd 26.05 keeps even an HTTP/1.0 connection open (until its idle
+  # time-out) and the read below waits for it.
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\nX-SLURM-USER-TOKEN: %s\r\n\r\n' "$1" "${SLURMRESTD%:*}" "$token" >&3
   cat <&3
   exec 3<&-
 }

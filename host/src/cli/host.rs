@@ -16,7 +16,7 @@ use crate::delivery::{self, Decision};
 use crate::leader::{self, Election, LeaderGauge, Leadership};
 use crate::nodeset::{self, ClusterSettings};
 use crate::policy::{self, FailureModes, OnFailure, Policies};
-use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, TokenSigner};
+use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmInfoMetric, TokenSigner};
 use crate::{http, scheduler};
 
 #[derive(Args)]
@@ -89,8 +89,10 @@ pub struct HostArgs {
     #[arg(long, env = "SUNK_WATCH_NAMESPACES", value_delimiter = ',')]
     watch_namespaces: Vec<String>,
     /// Places a pod at once when Slurm has room (an immediate allocation, bound in milliseconds)
-    /// before falling back to a queued placeholder. Needs slurm.conf's InactiveLimit=0 (the default).
-    #[arg(long, env = "SUNK_FAST_PATH", default_value_t = false, action = clap::ArgAction::Set)]
+    /// before falling back to a queued placeholder; `--fast-path=false` always queues. Slurm grants
+    /// it only to a job that may start now ahead of every waiting one. Needs slurm.conf's
+    /// InactiveLimit=0 (the default).
+    #[arg(long, env = "SUNK_FAST_PATH", default_value_t = true, action = clap::ArgAction::Set)]
     fast_path: bool,
     /// Pods that arrive while a submission is in flight go to Slurm together, as one job array of at
     /// most this many tasks (one per pod); 1 submits every pod as a job of its own.
@@ -159,12 +161,17 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
         .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
     let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
     let slurm = SlurmClient::new(&args.slurm_url, signer)?.with_max_in_flight(args.slurm_max_requests as usize);
-    slurm.ping().await.with_context(|| format!("--slurm-url {}: slurmrestd does not answer", args.slurm_url))?;
+    // Which Slurm, and which API version to speak with it; a Slurm sunk cannot speak with stops it here.
+    let slurm_info = slurm.discover().await.with_context(|| format!("--slurm-url {}", args.slurm_url))?;
+    tracing::info!(release = %slurm_info.release, api = %slurm_info.api, "talking to {slurm_info}");
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
     let policies = Arc::new(Policies::bundled(failure_modes(&args.fail_closed))?);
     tracing::info!(digest = policies.job_mapper.live().module.digest(), "bundled policies loaded");
 
     let mut registry = prometheus_client::registry::Registry::default();
+    let slurm_info_metric = SlurmInfoMetric::default();
+    slurm_info_metric.register(&mut registry);
+    slurm_info_metric.set(&slurm_info);
     policies.metrics.register(&mut registry);
     let metrics = WriterMetrics::default();
     metrics.register(&mut registry);
@@ -183,6 +190,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     if let Some(slurm_nodes) = &slurm_nodes {
         slurm_nodes.register(&mut registry);
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
+        tokio::spawn(crate::slurm::rediscover_after_reconnects(slurm.clone(), slurm_nodes.clone(), slurm_info_metric));
         let slurm_nodes = slurm_nodes.clone();
         readiness.check("slurm-nodes", move || slurm_nodes.snapshot().is_ok());
     }

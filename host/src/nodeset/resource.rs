@@ -229,7 +229,7 @@ spec:
   drainTimeout: 30m
   template:
     spec:
-      containers: [{name: slurmd, image: localhost/sunk/slurmd:24.11}]
+      containers: [{name: slurmd, image: localhost/sunk/slurmd:26.05}]
 "#;
         let nodeset: NodeSet = serde_saphyr::from_str(yaml).unwrap();
         assert_eq!(nodeset.spec.node_selector["pool"], "gpu");

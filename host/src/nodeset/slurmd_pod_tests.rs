@@ -35,7 +35,7 @@ fn simple() -> serde_json::Value {
         "metadata": {"labels": {"app": "slurmd"}},
         "spec": {"containers": [
             {"name": "sidecar", "image": "busybox"},
-            {"name": "slurmd", "image": "localhost/sunk/slurmd:24.11", "args": ["-vv"]}
+            {"name": "slurmd", "image": "localhost/sunk/slurmd:26.05", "args": ["-vv"]}
         ]}
     })
 }

@@ -5,15 +5,15 @@ use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, SubmitResponse};
+use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
+use super::version::{self, ApiVersion, OpenApiPaths, SlurmInfo};
 use super::{Job, JobDescription, JobUpdate, Node, NodeUpdate, SlurmError, TokenSigner};
-
-const API: &str = "slurm/v0.0.42";
 /// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
 const MAX_IDLE_CONNECTIONS: usize = 8;
 
@@ -31,6 +31,8 @@ pub struct SlurmClient {
     /// more connections overlap (measured in the README's benchmark section). Waiting here costs
     /// milliseconds; a stall costs everyone 5 s.
     in_flight: Arc<tokio::sync::Semaphore>,
+    /// The data parser version requests go to: v0.0.42 until [`SlurmClient::discover`] chooses.
+    api: Arc<ArcSwap<ApiVersion>>,
 }
 
 /// One answer to an incremental job listing.
@@ -73,6 +75,7 @@ impl SlurmClient {
             base: base_url.trim_end_matches('/').to_string(),
             signer: Arc::new(signer),
             in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
+            api: Arc::new(ArcSwap::from_pointee(ApiVersion::V0_0_42)),
         })
     }
 
@@ -97,15 +100,43 @@ impl SlurmClient {
     }
 
     fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
+        let api = **self.api.load();
+        self.request_to(method, &format!("slurm/{api}/{path}"))
+    }
+
+    fn request_to(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
         Ok(self
             .http
-            .request(method, format!("{}/{API}/{path}", self.base))
+            .request(method, format!("{}/{path}", self.base))
             .header("X-SLURM-USER-TOKEN", self.signer.token()?))
     }
 
+    /// The data parser version requests go to.
+    pub fn api(&self) -> ApiVersion {
+        **self.api.load()
+    }
+
     pub async fn ping(&self) -> Result<(), SlurmError> {
+        self.ping_release().await.map(drop)
+    }
+
+    /// Pings slurmctld through slurmrestd; returns the Slurm release that answered.
+    async fn ping_release(&self) -> Result<String, SlurmError> {
         let response = self.send(self.request(Method::GET, "ping")?).await?;
-        decode::<Envelope>("ping", response).await.map(drop)
+        decode::<PingResponse>("ping", response).await.map(|answer| answer.meta.release())
+    }
+
+    /// Asks slurmrestd which data parser versions it serves (its OpenAPI document), speaks the newest
+    /// of [`version::SPEAKS`] among them from now on (every clone of this client does), and pings
+    /// through it. Fails, naming both lists, when none is offered; the version spoken is then left
+    /// as it was.
+    pub async fn discover(&self) -> Result<SlurmInfo, SlurmError> {
+        let response = self.send(self.request_to(Method::GET, "openapi/v3")?).await?;
+        let offered = decode::<OpenApiPaths>("openapi/v3", response).await?.slurm_versions();
+        let api = version::choose(version::SPEAKS, &offered)?;
+        self.api.store(Arc::new(api));
+        let release = self.ping_release().await?;
+        Ok(SlurmInfo { release, api, offered })
     }
 
     /// Submits a batch job and returns its id.
@@ -302,6 +333,16 @@ trait HasEnvelope {
 impl HasEnvelope for Envelope {
     fn envelope(&self) -> &Envelope {
         self
+    }
+}
+impl HasEnvelope for OpenApiPaths {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+}
+impl HasEnvelope for PingResponse {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
     }
 }
 impl HasEnvelope for SubmitResponse {

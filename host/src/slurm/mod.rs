@@ -1,4 +1,5 @@
-//! A client for slurmrestd (data parser v0.0.42) that knows nothing of Kubernetes or policies.
+//! A client for slurmrestd that knows nothing of Kubernetes or policies. It speaks the newest data
+//! parser version both it and the slurmrestd know ([`version`]; v0.0.42 on Slurm 24.11 to 26.05).
 //!
 //! It signs its own short-lived JWTs from the cluster's `jwt.key`, so no token Secret needs rotating.
 
@@ -9,7 +10,9 @@ mod hostlist;
 mod model;
 mod node;
 mod node_cache;
+mod reconnect;
 mod resources;
+mod version;
 
 pub use auth::TokenSigner;
 pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SlurmClient};
@@ -20,4 +23,6 @@ pub use node::{Node, NodeFlags, NodeUpdate};
 pub use node_cache::{
     ChangedNode, NodeCache, NodeCacheConfig, NodeChange, NodeSnapshot, NodeSource, SlurmView, Unreadable,
 };
+pub use reconnect::rediscover_after_reconnects;
 pub use resources::Resources;
+pub use version::{ApiVersion, NoCommonApi, SPEAKS, SlurmInfo, SlurmInfoMetric};

@@ -295,6 +295,14 @@ pub(super) struct Envelope {
 }
 
 #[derive(Debug, Deserialize)]
+pub(super) struct PingResponse {
+    #[serde(default)]
+    pub meta: super::version::Meta,
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+#[derive(Debug, Deserialize)]
 pub(super) struct SubmitResponse {
     pub job_id: Option<u32>,
     #[serde(flatten)]

@@ -211,7 +211,7 @@ mod tests {
         serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "generation": 3},
             "spec": {"nodeName": "kube-node-1", "containers": [
-                {"name": "slurmd", "image": "sunk/slurmd:24.11"},
+                {"name": "slurmd", "image": "sunk/slurmd:26.05"},
                 {"name": "sidecar"}
             ]},
             "status": extra_status,
@@ -243,7 +243,7 @@ mod tests {
         let containers = status["containerStatuses"].as_array().unwrap();
         assert_eq!(containers.len(), 2);
         assert_eq!(containers[0]["name"], "slurmd");
-        assert_eq!(containers[0]["image"], "sunk/slurmd:24.11");
+        assert_eq!(containers[0]["image"], "sunk/slurmd:26.05");
         assert_eq!(containers[0]["containerID"], "fake://u-1/slurmd");
         assert_eq!(containers[0]["ready"], true);
         assert_eq!(containers[0]["started"], true);

@@ -17,8 +17,8 @@ use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 mod nodes;
 mod slurm;
-pub use nodes::{NodeGuard, SLURMD_IMAGE, create_nodeset};
-pub use slurm::{SlurmJob, in_slurm_root, slurm_node, slurmrestd_frozen};
+pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
+pub use slurm::{SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen};
 
 pub const SCHEDULER: &str = "sunk";
 /// The host image the local cluster builds from images/sunk (tests/cluster/env.sh).

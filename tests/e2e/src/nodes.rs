@@ -5,8 +5,10 @@ use kube::api::{Api, PostParams};
 
 use crate::{Cluster, kubectl};
 
-/// The slurmd image of the local cluster (images/slurm, target slurmd).
-pub const SLURMD_IMAGE: &str = "localhost/sunk/slurmd:24.11";
+/// The slurmd image of the local cluster's Slurm version (images/slurm, target slurmd).
+pub fn slurmd_image() -> String {
+    format!("localhost/sunk/slurmd:{}", crate::slurm::slurm_version())
+}
 
 /// Creates a NodeSet `name` in the test's namespace selecting the Nodes labelled `pool_label`, its
 /// slurmd limited to 1 CPU and 1 GiB, with `extra` merged into its spec (an update strategy,
@@ -22,7 +24,7 @@ pub async fn create_nodeset(
         "partitions": ["batch"],
         "template": {"spec": {
             "terminationGracePeriodSeconds": 5,
-            "containers": [{"name": "slurmd", "image": SLURMD_IMAGE, "securityContext": {"privileged": true},
+            "containers": [{"name": "slurmd", "image": slurmd_image(), "securityContext": {"privileged": true},
                             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]
         }}
     });

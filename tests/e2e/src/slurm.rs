@@ -10,9 +10,23 @@ use crate::{Cluster, Frozen, repo_root};
 /// Runs a Slurm command (`sbatch`, `scontrol`, ...) as root in the local cluster's Slurm root, as
 /// an HPC user on a login node would; returns its standard output.
 pub fn in_slurm_root(args: &[&str]) -> anyhow::Result<String> {
-    let output = Command::new("chroot").arg(repo_root().join(".cache/slurm-root")).args(args).output()?;
+    let output = Command::new("chroot").arg(slurm_root()).args(args).output()?;
     anyhow::ensure!(output.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The Debian root holding the local cluster's Slurm, whichever version it runs (tests/cluster/up.sh).
+pub fn slurm_root() -> std::path::PathBuf {
+    repo_root().join(".cluster/slurm-root")
+}
+
+/// The Slurm version the local cluster runs, `26.05` or `24.11` (`SUNK_SLURM` when it was brought up).
+pub fn slurm_version() -> String {
+    let file = repo_root().join(".cluster/slurm-version");
+    match std::fs::read_to_string(&file) {
+        Ok(version) => version.trim().to_string(),
+        Err(error) => panic!("{} unreadable ({error}): is the local cluster up?", file.display()),
+    }
 }
 
 /// The Slurm node of this name as slurmrestd lists it, if Slurm has it.

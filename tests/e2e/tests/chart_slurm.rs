@@ -63,6 +63,7 @@ fn values(namespace: &str, kill_wait: u32, template_revision: &str) -> Vec<Strin
     ];
     for daemon in ["slurmctld", "slurmrestd", "slurmd"] {
         values.push(format!("slurmCluster.images.{daemon}.repository=localhost/sunk/{daemon}"));
+        values.push(format!("slurmCluster.images.{daemon}.tag={}", sunk_e2e::slurm_version()));
     }
     let mut args = Vec::new();
     for value in values {
@@ -137,7 +138,7 @@ impl Release {
         format!("{}-{}", self.namespace(), self.name)
     }
 
-    /// A Slurm command run inside the slurmctld pod (Slurm 24.11's commands authenticate through the
+    /// A Slurm command run inside the slurmctld pod (Slurm's commands, auth/slurm, authenticate through the
     /// local daemon's socket); its standard output.
     fn slurm(&self, args: &[&str]) -> anyhow::Result<String> {
         let deployment = format!("deploy/{}-slurmctld", self.name);

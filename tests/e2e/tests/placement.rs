@@ -41,7 +41,7 @@ async fn pool(
         "tolerations": [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}],
         "template": {"spec": {
             "terminationGracePeriodSeconds": 5,
-            "containers": [{"name": "slurmd", "image": sunk_e2e::SLURMD_IMAGE, "securityContext": {"privileged": true},
+            "containers": [{"name": "slurmd", "image": sunk_e2e::slurmd_image(), "securityContext": {"privileged": true},
                             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "0"}}}]
         }}
     });

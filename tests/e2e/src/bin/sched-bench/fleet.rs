@@ -85,7 +85,7 @@ fn start_agent() -> anyhow::Result<Child> {
     anyhow::ensure!(binary.exists(), "{} is missing: cargo build --release -p sunk-test-agent", binary.display());
     let log = std::fs::File::create(root.join(".cluster/logs/sched-bench-agent.log"))?;
     Ok(Command::new(binary)
-        .args(["--slurm-root", ".cache/slurm-root", "--state-dir", ".cluster", "--kubeconfig", ".cluster/kubeconfig"])
+        .args(["--slurm-root", ".cluster/slurm-root", "--state-dir", ".cluster", "--kubeconfig", ".cluster/kubeconfig"])
         .args(["--slurmd-port-base", SLURMD_PORT_BASE, "--heartbeat-seconds", "5"])
         .current_dir(root)
         .stdout(Stdio::null())
@@ -100,7 +100,7 @@ fn slurmd_pod(node: &str) -> anyhow::Result<Pod> {
         "metadata": {"name": format!("slurmd-{node}"), "labels": {sunk::scheduler::SLURM_NODE_LABEL: node}},
         "spec": {
             "nodeName": node,
-            "containers": [{"name": "slurmd", "image": "localhost/sunk/slurmd:24.11", "args": ["-Z", "--conf", conf]}],
+            "containers": [{"name": "slurmd", "image": sunk_e2e::slurmd_image(), "args": ["-Z", "--conf", conf]}],
         }
     }))?)
 }
