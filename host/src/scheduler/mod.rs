@@ -30,7 +30,7 @@ use kube::{Api, Client};
 
 pub use job_cache::{JobCache, Placeholder};
 pub use metrics::SchedulerMetrics;
-pub use placeholder::{PodKey, linked, linked_pods};
+pub use placeholder::{PodKey, is_refused_attempt, linked, linked_pods};
 pub use pod_record::pod_record;
 pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};

@@ -67,6 +67,7 @@ async fn submit_alone(pod: &Pod, key: PodKey, description: JobDescription, ctx: 
             Allocation::Running(job) => {
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
                 ctx.jobs.record_job(key.clone(), (*job).clone());
+                failpoint::hit("after-submit");
                 let note = format!("allocated at once as Slurm job {}", job.job_id);
                 // Side by side: the Event must not add an API round trip before the binding.
                 let placeholder = Placeholder { pod: key, job: *job };

@@ -123,7 +123,18 @@ impl SlurmClient {
     /// Pings slurmctld through slurmrestd; returns the Slurm release that answered.
     async fn ping_release(&self) -> Result<String, SlurmError> {
         let response = self.send(self.request(Method::GET, "ping")?).await?;
-        decode::<PingResponse>("ping", response).await.map(|answer| answer.meta.release())
+        let answer = decode::<PingResponse>("ping", response).await?;
+        if !answer.pings.iter().any(|ping| ping.responding) {
+            return Err(SlurmError::Api {
+                what: "ping",
+                status: 200,
+                errors: vec![super::ApiMessage {
+                    description: "no slurmctld responded (slurmctld down, or the token refused)".into(),
+                    ..Default::default()
+                }],
+            });
+        }
+        Ok(answer.meta.release())
     }
 
     /// Asks slurmrestd which data parser versions it serves (its OpenAPI document), speaks the newest
@@ -164,11 +175,25 @@ impl SlurmClient {
         }
     }
 
-    /// One job as Slurm lists it, if it knows it.
+    /// One job as Slurm lists it, if it knows it. For an array task (`10_3`) Slurm lists every
+    /// record of the array: the task's own is the one returned.
     pub async fn job(&self, job_id: impl Display) -> Result<Option<Job>, SlurmError> {
-        let response = self.send(self.request(Method::GET, &format!("job/{job_id}"))?).await?;
+        let wanted = job_id.to_string();
+        let response = self.send(self.request(Method::GET, &format!("job/{wanted}"))?).await?;
         match decode::<JobsResponse>("job", response).await {
-            Ok(answer) => Ok(answer.jobs.into_iter().next()),
+            Ok(answer) => {
+                let mut jobs = answer.jobs;
+                let own = jobs.iter().position(|job| job.target() == wanted || job.job_id.to_string() == wanted);
+                // A task still pending with its siblings has no record of its own: theirs stands for it.
+                let pending_with_siblings = || {
+                    let (array, task) = wanted.split_once('_')?;
+                    let (array, task) = (array.parse::<u64>().ok()?, task.parse::<u32>().ok()?);
+                    jobs.iter()
+                        .position(|job| job.array_job_id.get() == Some(array) && job.array_tasks().contains(&task))
+                };
+                let own = own.or_else(pending_with_siblings);
+                Ok((!jobs.is_empty()).then(|| jobs.swap_remove(own.unwrap_or(0))))
+            }
             Err(SlurmError::Api { status: 404, .. }) => Ok(None),
             Err(error) => Err(error),
         }

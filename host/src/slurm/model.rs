@@ -271,9 +271,27 @@ impl Job {
     }
 
     /// The task of an array this record is, if it is one task: `(array job id, task id)`.
+    ///
+    /// Slurm 26.05 lists an array's pending remainder down to one task with no `array_task_id` and
+    /// that task in `array_task_string` ("2"), where 24.11 sets the id: read either, or a cancel
+    /// meant for that task would name the whole array.
     pub fn array_task(&self) -> Option<(u32, u32)> {
         let array = u32::try_from(self.array_job_id.get()?).ok().filter(|id| *id > 0)?;
-        Some((array, u32::try_from(self.array_task_id.get()?).ok()?))
+        let task = match self.array_task_id.get() {
+            Some(task) => u32::try_from(task).ok()?,
+            None => self.array_task_string.parse().ok()?,
+        };
+        Some((array, task))
+    }
+
+    /// The array tasks this record stands for: its own task, or the tasks still pending together in
+    /// it; none for a job that is no array's.
+    pub fn array_tasks(&self) -> Vec<u32> {
+        match self.array_task() {
+            Some((_, task)) => vec![task],
+            None if self.array_job_id.get().is_some_and(|id| id > 0) => array_task_ids(&self.array_task_string),
+            None => Vec::new(),
+        }
     }
 
     /// How Slurm is told which job is meant: `12`, or `10_3` for task 3 of array 10 (which names the
@@ -284,6 +302,23 @@ impl Job {
             None => self.job_id.to_string(),
         }
     }
+}
+
+/// The task ids of Slurm's task string (`0-3,7,9-10`, maybe with a `%limit`); none if it is not one.
+pub fn array_task_ids(tasks: &str) -> Vec<u32> {
+    let tasks = tasks.split_once('%').map_or(tasks, |(tasks, _limit)| tasks);
+    let mut ids = Vec::new();
+    for part in tasks.split(',').filter(|part| !part.is_empty()) {
+        let range = match part.split_once('-') {
+            Some((first, last)) => first.parse::<u32>().ok().zip(last.parse::<u32>().ok()),
+            None => part.parse::<u32>().ok().map(|id| (id, id)),
+        };
+        match range {
+            Some((first, last)) if first <= last => ids.extend(first..=last),
+            _ => return Vec::new(),
+        }
+    }
+    ids
 }
 
 #[derive(Debug, Deserialize)]
@@ -298,8 +333,18 @@ pub(super) struct Envelope {
 pub(super) struct PingResponse {
     #[serde(default)]
     pub meta: super::version::Meta,
+    /// One per slurmctld; slurmrestd answers 200 even when none responds, as it does to a token it
+    /// refused (with `responding: false`).
+    #[serde(default)]
+    pub pings: Vec<Ping>,
     #[serde(flatten)]
     pub envelope: Envelope,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Ping {
+    #[serde(default)]
+    pub responding: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -376,6 +421,36 @@ mod tests {
         assert_eq!(JobState::from_flags(&flags(&["PENDING", "REQUEUED"])), JobState::Transient);
         assert_eq!(JobState::from_flags(&flags(&["CANCELLED", "COMPLETING"])), JobState::Ended, "over, cleaning up");
         assert_eq!(JobState::from_flags(&flags(&["PREEMPTED", "REQUEUED"])), JobState::Transient);
+    }
+
+    #[test]
+    fn names_an_array_task_as_24_11_and_26_05_list_it() {
+        let record = |task_id: NoValue, tasks: &str| Job {
+            job_id: 7,
+            array_job_id: NoValue::of(6),
+            array_task_id: task_id,
+            array_task_string: tasks.into(),
+            ..Default::default()
+        };
+        // A running task; 24.11's pending remainder of one task; 26.05's, which says it in the string.
+        assert_eq!(record(NoValue::of(0), "").target(), "6_0");
+        assert_eq!(record(NoValue::of(2), "").target(), "6_2");
+        assert_eq!(record(NoValue::default(), "2").target(), "6_2");
+        // Several tasks pending together are the array's record, not one task.
+        assert_eq!(record(NoValue::default(), "2-4").array_task(), None);
+        assert_eq!(Job { job_id: 5, ..Default::default() }.target(), "5");
+    }
+
+    #[test]
+    fn task_strings_are_read_as_slurm_writes_them() {
+        assert_eq!(array_task_ids("0-3,7,9-10"), [0, 1, 2, 3, 7, 9, 10]);
+        assert_eq!(array_task_ids("4-5%2"), [4, 5]);
+        assert_eq!(array_task_ids(""), Vec::<u32>::new());
+        assert_eq!(array_task_ids("3-1"), Vec::<u32>::new(), "not a range: nothing, never a guess");
+        assert_eq!(array_task_ids("x"), Vec::<u32>::new());
+        let pending = Job { array_job_id: NoValue::of(6), array_task_string: "1-3".into(), ..Default::default() };
+        assert_eq!(pending.array_tasks(), [1, 2, 3]);
+        assert_eq!(Job { array_task_string: "1-3".into(), ..Default::default() }.array_tasks(), Vec::<u32>::new());
     }
 
     #[test]

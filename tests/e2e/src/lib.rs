@@ -222,7 +222,7 @@ impl Cluster {
     }
 
     /// Every placeholder job (any state) of this test's pods, from one job listing (a gang's job once
-    /// per member, an array's pending tasks each as its own).
+    /// per member, an array's pending tasks each as its own), refused immediate allocations left out.
     pub async fn jobs_in_namespace(&self) -> anyhow::Result<Vec<(sunk::scheduler::PodKey, Job)>> {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
@@ -230,7 +230,7 @@ impl Cluster {
         Ok(jobs
             .into_iter()
             .flat_map(|job| sunk::scheduler::linked(&job))
-            .filter(|(pod, _)| pod.namespace == self.namespace)
+            .filter(|(pod, job)| pod.namespace == self.namespace && !sunk::scheduler::is_refused_attempt(job))
             .collect())
     }
 
@@ -292,8 +292,16 @@ impl Cluster {
         Ok(self.pods().create(&PostParams::default(), &pod).await?)
     }
 
-    /// Every placeholder job (any state) of the pod with this UID (of an array, the pod's own task).
+    /// Every placeholder job (any state) of the pod with this UID (of an array, the pod's own task),
+    /// but for immediate allocations Slurm refused: those never held a node, and the host does not
+    /// count them as the pod's job either.
     pub async fn jobs_of(&self, uid: &str) -> anyhow::Result<Vec<Job>> {
+        let jobs = self.every_job_of(uid).await?;
+        Ok(jobs.into_iter().filter(|job| !sunk::scheduler::is_refused_attempt(job)).collect())
+    }
+
+    /// Every job linked to the pod, immediate allocations Slurm refused included.
+    pub async fn every_job_of(&self, uid: &str) -> anyhow::Result<Vec<Job>> {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
         };

@@ -72,7 +72,7 @@ async fn the_fast_path_does_not_take_a_node_a_higher_priority_job_waits_for() ->
         .await?;
     assert!(node_name(&waiting).is_none(), "the free CPU was not taken");
     // Slurm keeps the refused immediate allocation as a FAILED job that never held a node.
-    let jobs = cluster.jobs_of(created.metadata.uid.as_deref().unwrap_or_default()).await?;
+    let jobs = cluster.every_job_of(created.metadata.uid.as_deref().unwrap_or_default()).await?;
     let live: Vec<_> = jobs.iter().filter(|job| job.state() != JobState::Ended).collect();
     assert_eq!(live.len(), 1, "one live job: {jobs:?}");
     assert!(live[0].batch_flag, "a queued placeholder, not an allocation: {:?}", live[0]);

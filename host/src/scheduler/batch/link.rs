@@ -39,7 +39,7 @@ impl ArrayLink {
             return self.member(task).map(|pod| vec![(pod, job.clone())]).unwrap_or_default();
         }
         let array = job.array_job_id.get().filter(|id| *id > 0).unwrap_or(u64::from(job.job_id));
-        task_ids(&job.array_task_string)
+        crate::slurm::array_task_ids(&job.array_task_string)
             .into_iter()
             .filter_map(|task| {
                 let pod = self.member(task)?;
@@ -57,23 +57,6 @@ impl ArrayLink {
     fn member(&self, task: u32) -> Option<PodKey> {
         self.members.get(usize::try_from(task).ok()?).cloned()
     }
-}
-
-/// The task ids of Slurm's task string (`0-3,7,9-10`, maybe with a `%limit`); none if it is not one.
-pub fn task_ids(tasks: &str) -> Vec<u32> {
-    let tasks = tasks.split_once('%').map_or(tasks, |(tasks, _limit)| tasks);
-    let mut ids = Vec::new();
-    for part in tasks.split(',').filter(|part| !part.is_empty()) {
-        let range = match part.split_once('-') {
-            Some((first, last)) => first.parse::<u32>().ok().zip(last.parse::<u32>().ok()),
-            None => part.parse::<u32>().ok().map(|id| (id, id)),
-        };
-        match range {
-            Some((first, last)) if first <= last => ids.extend(first..=last),
-            _ => return Vec::new(),
-        }
-    }
-    ids
 }
 
 #[cfg(test)]
@@ -97,15 +80,6 @@ mod tests {
         assert_eq!(ArrayLink::parse("sunk.dev/pod=ml/a/u0"), None);
         assert_eq!(ArrayLink::parse("sunk.dev/array=ml/"), None);
         assert_eq!(ArrayLink::parse("sunk.dev/array=/a:u0"), None);
-    }
-
-    #[test]
-    fn task_strings_are_read_as_slurm_writes_them() {
-        assert_eq!(task_ids("0-3,7,9-10"), [0, 1, 2, 3, 7, 9, 10]);
-        assert_eq!(task_ids("4-5%2"), [4, 5]);
-        assert_eq!(task_ids(""), Vec::<u32>::new());
-        assert_eq!(task_ids("3-1"), Vec::<u32>::new(), "not a range: nothing, never a guess");
-        assert_eq!(task_ids("x"), Vec::<u32>::new());
     }
 
     #[test]
