@@ -38,11 +38,11 @@ const RESTART_DELAY: Duration = Duration::from_secs(1);
 /// root, then slurmd in the foreground. The shell stays PID 1, as a container's init would: it
 /// passes SIGTERM/SIGINT on to slurmd, reaps the slurmstepd orphaned to it (slurmd would leave
 /// them zombies), and exits with slurmd's status, which ends every process left in the namespace.
+/// /run/slurm stays root's: slurmd 26.05 refuses a run directory its SlurmdUser (root) does not own.
 const LAUNCH: &str = r#"set -e
 mount -t proc proc "$1/proc"
-mkdir -p "$1/run/slurm" "$1/var/spool/slurmd"
+mkdir -p "$1/run/slurm" "$1/var/spool/slurmd/$2"
 mount -t tmpfs -o mode=0755 tmpfs "$1/run/slurm"
-chroot "$1" chown slurm:slurm /run/slurm 2>/dev/null || true
 chroot "$1" /usr/sbin/slurmd -D -Z -N "$2" --conf "$3" &
 slurmd=$!
 trap 'kill -TERM $slurmd 2>/dev/null' TERM INT HUP

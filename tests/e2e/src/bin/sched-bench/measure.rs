@@ -60,6 +60,14 @@ impl BenchPriorityClass {
             "metadata": {"name": namespace}, "value": PRIORITY, "preemptionPolicy": "Never",
         }))?;
         Api::<PriorityClass>::all(kube.clone()).create(&PostParams::default(), &class).await?;
+        // The Priority admission plugin reads PriorityClasses from its own cache, which may not have
+        // this one yet: a pod naming it is refused until then. A dry run tells when it has.
+        let pods = Api::<Pod>::namespaced(kube.clone(), namespace);
+        let probe = bench_pod("priority-class-probe", "default-scheduler", namespace)?;
+        wait_for("the bench PriorityClass to be admitted", Duration::from_secs(30), || async {
+            pods.create(&PostParams { dry_run: true, ..Default::default() }, &probe).await.ok().map(drop)
+        })
+        .await?;
         Ok(Self(namespace.to_string()))
     }
 }
