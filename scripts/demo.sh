@@ -66,12 +66,16 @@ kubectl cordon kube-node-2 >/dev/null
 drained() { chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T | grep -q drain; }
 for _ in $(seq 100); do drained && break; sleep 0.2; done
 drained || die "cordoning kube-node-2 did not drain its Slurm node within 20 s"
-chroot "$SLURM_ROOT" sinfo -R -N -n kube-node-2 -o '%20N %10T %E'
+# One line per node, not per partition.
+chroot "$SLURM_ROOT" sinfo -R -N -n kube-node-2 -o '%20N %10T %E' | uniq
+# The Syncer mirrors Slurm's drain back onto the Node at its next pass.
+slurm_drain() { kubectl get node kube-node-2 -o jsonpath='{.status.conditions[?(@.type=="SlurmDrain")].status}'; }
+for _ in $(seq 100); do [[ $(slurm_drain) == True ]] && break; sleep 0.2; done
 kubectl get node kube-node-2 -o jsonpath='{range .status.conditions[?(@.type=="SlurmDrain")]}  Node condition SlurmDrain={.status}: {.message}{"\n"}{end}'
 kubectl uncordon kube-node-2 >/dev/null
 for _ in $(seq 100); do drained || break; sleep 0.2; done
 drained && die "uncordoning kube-node-2 did not resume its Slurm node within 20 s"
-echo "  uncordoned: Slurm node kube-node-2 is $(chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T) again"
+echo "  uncordoned: Slurm node kube-node-2 is $(chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T | sort -u) again"
 echo
 log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"
 log "hot-reload a policy: target/debug/sunk policy build examples/policies/team-accounts -o team-accounts.wasm"
