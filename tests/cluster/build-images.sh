@@ -3,9 +3,9 @@
 # each as an OCI archive under $SUNK_IMAGES, which up.sh imports into every Node's containerd.
 #
 # Nothing is pulled: the Debian bases the Containerfiles start FROM are imported from debootstrap'd
-# roots (trixie; forky for Slurm 26.05) under the tags the Containerfiles name, so the same files build for a user with any OCI
-# builder and a registry. An image is rebuilt only when its inputs (Containerfile, build context,
-# base image) change.
+# roots (trixie; forky for Slurm 26.05) under the tags the Containerfiles name, so the same files
+# build for a user with any OCI builder and a registry. An image is rebuilt only when its inputs
+# (Containerfile, build context, base image) change.
 #
 #   build-images.sh            every image
 #   build-images.sh sunk       only the sunk image (after the host binary was rebuilt)

@@ -360,41 +360,27 @@ impl HasEnvelope for Envelope {
         self
     }
 }
-impl HasEnvelope for OpenApiPaths {
-    fn envelope(&self) -> &Envelope {
-        &self.envelope
-    }
+
+/// Every other answer carries the envelope in a field of that name.
+macro_rules! envelope_field {
+    ($($answer:ty),+) => {$(
+        impl HasEnvelope for $answer {
+            fn envelope(&self) -> &Envelope {
+                &self.envelope
+            }
+        }
+    )+};
 }
-impl HasEnvelope for PingResponse {
-    fn envelope(&self) -> &Envelope {
-        &self.envelope
-    }
-}
-impl HasEnvelope for SubmitResponse {
-    fn envelope(&self) -> &Envelope {
-        &self.envelope
-    }
-}
-impl HasEnvelope for CancelJobsResponse {
-    fn envelope(&self) -> &Envelope {
-        &self.envelope
-    }
-}
-impl HasEnvelope for JobsResponse {
-    fn envelope(&self) -> &Envelope {
-        &self.envelope
-    }
-}
-impl HasEnvelope for PartitionsResponse {
-    fn envelope(&self) -> &Envelope {
-        &self.envelope
-    }
-}
-impl HasEnvelope for NodesResponse {
-    fn envelope(&self) -> &Envelope {
-        &self.envelope
-    }
-}
+
+envelope_field!(
+    OpenApiPaths,
+    PingResponse,
+    SubmitResponse,
+    CancelJobsResponse,
+    JobsResponse,
+    PartitionsResponse,
+    NodesResponse
+);
 
 #[cfg(test)]
 mod tests {

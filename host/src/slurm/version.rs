@@ -105,8 +105,9 @@ pub fn choose(speaks: &[ApiVersion], offered: &[ApiVersion]) -> Result<ApiVersio
 /// slurmrestd's OpenAPI document, reduced to what tells its versions: the paths it serves.
 #[derive(Debug, Deserialize)]
 pub(super) struct OpenApiPaths {
+    /// Only the keys are read: each path's schema (most of the ~1 MB document) is skipped unparsed.
     #[serde(default)]
-    paths: serde_json::Map<String, serde_json::Value>,
+    paths: std::collections::BTreeMap<String, serde::de::IgnoredAny>,
     /// Never there in a document; there when slurmrestd answers with an error instead.
     #[serde(flatten)]
     pub(super) envelope: super::model::Envelope,
