@@ -94,6 +94,11 @@ pub struct HostArgs {
     /// InactiveLimit=0 (the default).
     #[arg(long, env = "SUNK_FAST_PATH", default_value_t = true, action = clap::ArgAction::Set)]
     fast_path: bool,
+    /// What a queued placeholder job is: `batch`, a batch job running `sleep` (bursts go as job
+    /// arrays); `external`, where Slurm has them (26.05), a job that launches nothing on its node,
+    /// one submission per pod, with no Prolog or Epilog.
+    #[arg(long, env = "SUNK_PLACEHOLDERS", value_enum, default_value_t = scheduler::Placeholders::Batch)]
+    placeholders: scheduler::Placeholders,
     /// Pods that arrive while a submission is in flight go to Slurm together, as one job array of at
     /// most this many tasks (one per pod); 1 submits every pod as a job of its own.
     #[arg(long, env = "SUNK_MAX_ARRAY_TASKS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100))]
@@ -273,6 +278,7 @@ async fn writers(
             metrics: metrics.scheduler.clone(),
             scope: scheduler::Scope::new(&args.watch_namespaces),
             fast_path: args.fast_path,
+            placeholders: args.placeholders,
             max_array_tasks: args.max_array_tasks as usize,
             preemption: args.preemption,
             evictions: crate::kube::connect_without_retries(args.kubeconfig.as_deref()).await?,

@@ -113,7 +113,7 @@ impl SchedulerMetrics {
         self.preemptions.get_or_create(&PreemptionLabels { result }).inc();
     }
 
-    /// One victim made to go: `kind` is `pod` or `slurm_job`, `mode` `evict` or `cancel`.
+    /// One victim made to go: `kind` is `pod` or `slurm_job`, `mode` `evict`, `requeue` or `cancel`.
     pub fn victim(&self, kind: &'static str, mode: &'static str) {
         self.victims.get_or_create(&VictimLabels { kind, mode }).inc();
     }

@@ -30,7 +30,7 @@ use kube::{Api, Client};
 
 pub use job_cache::{JobCache, Placeholder};
 pub use metrics::SchedulerMetrics;
-pub use placeholder::{PodKey, is_refused_attempt, linked, linked_pods};
+pub use placeholder::{PlaceholderKind, Placeholders, PodKey, is_refused_attempt, linked, linked_pods};
 pub use pod_record::pod_record;
 pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
@@ -54,6 +54,8 @@ pub struct Config {
     pub scope: Scope,
     /// Try an immediate allocation before queueing a placeholder (see `fast_path`).
     pub fast_path: bool,
+    /// Which placeholder jobs may be submitted.
+    pub placeholders: Placeholders,
     /// The most pods one job array may carry (see `batch`); 1 submits every pod alone.
     pub max_array_tasks: usize,
     /// Let waiting pods preempt lower-priority work, as the preemption policy decides.
@@ -78,6 +80,7 @@ pub struct Context {
     pub cluster: policy::Cluster,
     pub metrics: SchedulerMetrics,
     pub fast_path: bool,
+    pub placeholders: Placeholders,
     /// Pods waiting to be submitted together.
     pub batches: batch::Batches,
     pub preemption: bool,
@@ -85,6 +88,13 @@ pub struct Context {
     pub preemptions: preemption::InFlight,
     /// Placeholders of bound pods seen requeued, waiting to learn who preempted them.
     pub requeued_seen: preemption::by_slurm::FirstSeen,
+}
+
+impl Context {
+    /// The placeholder to submit now (the Slurm behind slurmrestd may have changed since the last).
+    pub fn placeholder_kind(&self) -> PlaceholderKind {
+        self.placeholders.kind(self.slurm.api())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +172,7 @@ pub async fn run(
         cluster: config.cluster,
         metrics: config.metrics,
         fast_path: config.fast_path,
+        placeholders: config.placeholders,
         batches: batch::Batches::new(config.max_array_tasks),
         preemption: config.preemption,
         preemptions: preemption::InFlight::default(),

@@ -4,7 +4,7 @@
 //! re-associate pods and jobs after any restart without keeping state of its own.
 
 use crate::policy::{Exclusive as PolicyExclusive, JobRequest};
-use crate::slurm::{Exclusive, JobDescription, NoValue};
+use crate::slurm::{ApiVersion, Exclusive, JobDescription, JobFlag, NoValue};
 
 const LINK_PREFIX: &str = "sunk.dev/pod=";
 /// Appended to the link of a job the host cancelled to submit a better placed one: when it has
@@ -15,6 +15,44 @@ const REPLACED_MARK: &str = ";replaced";
 const ATTEMPT_MARK: &str = ";immediate";
 /// Placeholders sleep until cancelled: the pod, not the job, does the work.
 const SCRIPT: &str = "#!/bin/sh\n# sunk placeholder: holds this allocation for a Kubernetes pod\nexec sleep infinity\n";
+
+/// Which placeholders the operator has the host submit.
+///
+/// Batch jobs are the default because they are faster where it counts: a burst of pods goes to Slurm
+/// as a few job arrays, and Slurm has no arrays of external jobs, so a burst of those costs slurmctld
+/// one submission per pod (500 pods on 26.05.5: 11 pods/s against 36 pods/s as arrays, see
+/// docs/benchmarks.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Placeholders {
+    /// Batch jobs whose script sleeps until cancelled.
+    #[default]
+    Batch,
+    /// Jobs that launch nothing on their node where the Slurm has them (26.05: data parser v0.0.43
+    /// and later), batch jobs elsewhere. No Prolog or Epilog runs for them, and a job that Slurm's
+    /// own preemption starts in one's place waits for the next backfill pass.
+    External,
+}
+
+/// What a placeholder job is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaceholderKind {
+    /// A batch job whose script sleeps until cancelled: slurmd starts a slurmstepd for it on its
+    /// node, and pods arriving together go as one job array.
+    Batch,
+    /// A job without a script (`EXTERNAL_JOB`): Slurm schedules and accounts for it, and nothing
+    /// starts on the node. It cannot be an array task, so every pod's is submitted on its own.
+    External,
+}
+
+impl Placeholders {
+    /// The kind to submit to a slurmrestd speaking `api`.
+    pub fn kind(self, api: ApiVersion) -> PlaceholderKind {
+        match self {
+            Placeholders::External if api.has_external_jobs() => PlaceholderKind::External,
+            Placeholders::External | Placeholders::Batch => PlaceholderKind::Batch,
+        }
+    }
+}
 
 /// The pod a placeholder job stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -109,10 +147,15 @@ pub fn replaced(admin_comment: &str) -> String {
 }
 
 /// The Slurm submission for a pod, from what the job-mapper policy asked for.
-pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
+pub fn job_description(pod: &PodKey, request: JobRequest, kind: PlaceholderKind) -> JobDescription {
+    let (script, flags) = match kind {
+        PlaceholderKind::Batch => (SCRIPT.into(), Vec::new()),
+        PlaceholderKind::External => (String::new(), vec![JobFlag::External]),
+    };
     JobDescription {
         name: format!("{}/{}", pod.namespace, pod.name),
-        script: SCRIPT.into(),
+        script,
+        flags,
         immediate: None,
         current_working_directory: request.current_working_directory.unwrap_or_else(|| "/tmp".into()),
         environment: vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()],
@@ -151,6 +194,29 @@ pub fn job_description(pod: &PodKey, request: JobRequest) -> JobDescription {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placeholders_launch_nothing_where_slurm_can_do_that() {
+        let cases = [
+            (Placeholders::External, ApiVersion::V0_0_42, PlaceholderKind::Batch),
+            (Placeholders::External, ApiVersion::V0_0_43, PlaceholderKind::External),
+            (Placeholders::External, ApiVersion::V0_0_44, PlaceholderKind::External),
+            (Placeholders::Batch, ApiVersion::V0_0_44, PlaceholderKind::Batch),
+        ];
+        for (mode, api, kind) in cases {
+            assert_eq!(mode.kind(api), kind, "{mode:?} on {api}");
+        }
+        let pod = PodKey { namespace: "ml".into(), name: "train-0".into(), uid: "1234".into() };
+        let request = || -> JobRequest {
+            let fields = serde_json::json!({"cpus": 1, "memory_mib": 64, "excluded_nodes": [], "required_nodes": []});
+            serde_json::from_value(fields).expect("a job request")
+        };
+        let external = job_description(&pod, request(), PlaceholderKind::External);
+        assert!(external.script.is_empty(), "Slurm refuses an external job with a script");
+        assert_eq!(external.flags, [JobFlag::External]);
+        let batch = job_description(&pod, request(), PlaceholderKind::Batch);
+        assert!(batch.script.starts_with("#!/bin/sh") && batch.flags.is_empty());
+    }
 
     #[test]
     fn a_link_names_its_pod_and_nothing_else_does() {

@@ -9,7 +9,7 @@ use kube::runtime::controller::Action;
 use super::batch::Turn;
 use super::fast_path::{self, Allocation};
 use super::job_cache::Placeholder;
-use super::placeholder::{self, PodKey};
+use super::placeholder::{self, PlaceholderKind, PodKey};
 use super::placement::Verdict;
 use super::reconcile::{RECHECK, RETRY};
 use super::{Context, Error, bind, conditions, exclusions, pod_record};
@@ -34,7 +34,12 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
         Err(action) => return Ok(action),
     };
     request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
-    let description = placeholder::job_description(&key, request);
+    let kind = ctx.placeholder_kind();
+    let description = placeholder::job_description(&key, request, kind);
+    if kind == PlaceholderKind::External {
+        // Slurm has no arrays of external jobs: every pod's placeholder is submitted on its own.
+        return submit_alone(pod, key, description, ctx).await;
+    }
     match ctx.batches.join(&ctx.slurm, key.clone(), description.clone()).await {
         Turn::Alone(_turn) => submit_alone(pod, key, description, ctx).await,
         Turn::Task(Ok(task)) => {

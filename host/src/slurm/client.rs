@@ -31,8 +31,15 @@ pub struct SlurmClient {
     /// more connections overlap (measured in the README's benchmark section). Waiting here costs
     /// milliseconds; a stall costs everyone 5 s.
     in_flight: Arc<tokio::sync::Semaphore>,
-    /// The data parser version requests go to: v0.0.42 until [`SlurmClient::discover`] chooses.
-    api: Arc<ArcSwap<ApiVersion>>,
+    /// What requests speak: v0.0.42 without requeue until [`SlurmClient::discover`] chooses.
+    spoken: Arc<ArcSwap<Spoken>>,
+}
+
+/// The data parser version requests go to, and whether slurmrestd can requeue a job.
+#[derive(Debug, Clone, Copy)]
+struct Spoken {
+    api: ApiVersion,
+    requeue: bool,
 }
 
 /// One answer to an incremental job listing.
@@ -75,7 +82,7 @@ impl SlurmClient {
             base: base_url.trim_end_matches('/').to_string(),
             signer: Arc::new(signer),
             in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
-            api: Arc::new(ArcSwap::from_pointee(ApiVersion::V0_0_42)),
+            spoken: Arc::new(ArcSwap::from_pointee(Spoken { api: ApiVersion::V0_0_42, requeue: false })),
         })
     }
 
@@ -100,8 +107,7 @@ impl SlurmClient {
     }
 
     fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
-        let api = **self.api.load();
-        self.request_to(method, &format!("slurm/{api}/{path}"))
+        self.request_to(method, &format!("slurm/{}/{path}", self.api()))
     }
 
     fn request_to(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
@@ -113,7 +119,12 @@ impl SlurmClient {
 
     /// The data parser version requests go to.
     pub fn api(&self) -> ApiVersion {
-        **self.api.load()
+        self.spoken.load().api
+    }
+
+    /// Whether slurmrestd can requeue a job ([`SlurmClient::requeue`]).
+    pub fn can_requeue(&self) -> bool {
+        self.spoken.load().requeue
     }
 
     pub async fn ping(&self) -> Result<(), SlurmError> {
@@ -145,7 +156,8 @@ impl SlurmClient {
         let response = self.send(self.request_to(Method::GET, "openapi/v3")?).await?;
         let offered = decode::<OpenApiPaths>("openapi/v3", response).await?.slurm_versions();
         let api = version::choose(version::SPEAKS, &offered)?;
-        self.api.store(Arc::new(api));
+        let requeue = offered.contains(&ApiVersion::V0_0_45);
+        self.spoken.store(Arc::new(Spoken { api, requeue }));
         let release = self.ping_release().await?;
         Ok(SlurmInfo { release, api, offered })
     }
@@ -208,6 +220,18 @@ impl SlurmClient {
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
             other => other.map(drop),
         }
+    }
+
+    /// Requeues a batch job, as `scontrol requeue`: it ends where it runs and waits in the queue to
+    /// start again from its beginning. Only slurmrestd's v0.0.45 and later can ([`Self::can_requeue`]);
+    /// Slurm refuses a job that is no batch job or may not be requeued.
+    pub async fn requeue(&self, job_id: impl Display) -> Result<(), SlurmError> {
+        if !self.can_requeue() {
+            return Err(SlurmError::Unsupported("requeueing a job (slurmrestd's v0.0.45, Slurm 26.05 and later)"));
+        }
+        let path = format!("slurm/{}/job/{job_id}/requeue", ApiVersion::V0_0_45);
+        let response = self.send(self.request_to(Method::GET, &path)?).await?;
+        decode::<Envelope>("job requeue", response).await.map(drop)
     }
 
     /// Cancels several jobs in one request (`DELETE jobs`, as `scancel 1 2 3`): one slurmctld RPC

@@ -13,6 +13,8 @@ pub enum SlurmError {
     Api { what: &'static str, status: u16, errors: Vec<ApiMessage> },
     #[error("slurmrestd did not submit the job: {}", describe(.0))]
     NotSubmitted(Vec<ApiMessage>),
+    #[error("the Slurm behind slurmrestd cannot do this: {0}")]
+    Unsupported(&'static str),
     #[error(transparent)]
     NoCommonApi(#[from] super::version::NoCommonApi),
 }

@@ -18,7 +18,7 @@ pub use auth::TokenSigner;
 pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SlurmClient};
 pub use error::SlurmError;
 pub use hostlist::{HostlistError, expand as expand_hostlist};
-pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobState, JobUpdate, NoValue, array_task_ids};
+pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};
 pub use node::{Node, NodeFlags, NodeUpdate};
 pub use node_cache::{
     ChangedNode, NodeCache, NodeCacheConfig, NodeChange, NodeSnapshot, NodeSource, SlurmView, Unreadable,

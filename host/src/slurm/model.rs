@@ -126,6 +126,17 @@ pub struct JobDescription {
     /// A job array's task ids (`0-9`, as `sbatch --array`): one submission, one job per task.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub array: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<JobFlag>,
+}
+
+/// Flags of a job to submit (`job_desc_msg.flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum JobFlag {
+    /// A job Slurm schedules and accounts for but never launches on a node: it has no script, and
+    /// slurmd hears nothing of it (data parser v0.0.43 and later). It cannot be an array task.
+    #[serde(rename = "EXTERNAL_JOB")]
+    External,
 }
 
 fn one_element<S: serde::Serializer>(value: &Option<Exclusive>, serializer: S) -> Result<S::Ok, S::Error> {

@@ -2,9 +2,9 @@
 //!
 //! slurmrestd serves several data parser versions side by side (Slurm 24.11.5: v0.0.40 to v0.0.42;
 //! 26.05.5: v0.0.42 to v0.0.45). The client's model is written for the versions in [`SPEAKS`]; it
-//! speaks the newest of those that slurmrestd offers, and refuses to go on when none is, naming
-//! both lists. The choice is made again after every reconnect, since the Slurm behind the URL may
-//! have been upgraded meanwhile.
+//! speaks the newest of those that slurmrestd offers, and refuses to go on when none is, naming both
+//! lists. v0.0.45 is spoken for one call only, the requeue it adds. The choice is made again after
+//! every reconnect, since the Slurm behind the URL may have been upgraded meanwhile.
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,11 +24,25 @@ pub struct ApiVersion {
 }
 
 impl ApiVersion {
-    pub const V0_0_42: Self = Self { major: 0, minor: 0, patch: 42 };
+    pub const V0_0_42: Self = Self::patch(42);
+    pub const V0_0_43: Self = Self::patch(43);
+    pub const V0_0_44: Self = Self::patch(44);
+    /// Spoken only to requeue a job: the first parser with a requeue operation.
+    pub const V0_0_45: Self = Self::patch(45);
+
+    const fn patch(patch: u16) -> Self {
+        Self { major: 0, minor: 0, patch }
+    }
+
+    /// Whether jobs without a script (`EXTERNAL_JOB`) can be submitted in this version.
+    pub fn has_external_jobs(self) -> bool {
+        self >= Self::V0_0_43
+    }
 }
 
-/// The data parser versions the client's model is written for, newest first.
-pub const SPEAKS: &[ApiVersion] = &[ApiVersion::V0_0_42];
+/// The data parser versions the client's model is written for, newest first. What the host reads
+/// decodes alike in all three (the contract tests compare them on 26.05.5).
+pub const SPEAKS: &[ApiVersion] = &[ApiVersion::V0_0_44, ApiVersion::V0_0_43, ApiVersion::V0_0_42];
 
 impl fmt::Display for ApiVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -184,6 +198,13 @@ mod tests {
     }
 
     #[test]
+    fn external_jobs_need_v0_0_43() {
+        assert!(!ApiVersion::V0_0_42.has_external_jobs());
+        assert!(ApiVersion::V0_0_43.has_external_jobs());
+        assert!(ApiVersion::V0_0_44.has_external_jobs());
+    }
+
+    #[test]
     fn parses_and_prints_data_parser_versions() {
         assert_eq!("v0.0.42".parse(), Ok(ApiVersion::V0_0_42));
         assert_eq!(ApiVersion::V0_0_42.to_string(), "v0.0.42");
@@ -201,8 +222,9 @@ mod tests {
             // Slurm 24.11.5 and 26.05.5 as they ship.
             (&["v0.0.42"], &["v0.0.40", "v0.0.41", "v0.0.42"], Some("v0.0.42")),
             (&["v0.0.42"], &["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"], Some("v0.0.42")),
-            (&["v0.0.44", "v0.0.42"], &["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"], Some("v0.0.44")),
-            (&["v0.0.44", "v0.0.42"], &["v0.0.40", "v0.0.41", "v0.0.42"], Some("v0.0.42")),
+            (&["v0.0.44", "v0.0.43", "v0.0.42"], &["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"], Some("v0.0.44")),
+            (&["v0.0.44", "v0.0.43", "v0.0.42"], &["v0.0.40", "v0.0.41", "v0.0.42"], Some("v0.0.42")),
+            (&["v0.0.44", "v0.0.43", "v0.0.42"], &["v0.0.43"], Some("v0.0.43")),
             // A Slurm too old, a Slurm too new, and a slurmrestd serving no Slurm paths at all.
             (&["v0.0.42"], &["v0.0.39", "v0.0.40", "v0.0.41"], None),
             (&["v0.0.42"], &["v0.0.46", "v0.0.47"], None),
@@ -218,7 +240,7 @@ mod tests {
     fn a_refusal_names_what_is_needed_and_what_was_found() {
         let refusal = choose(SPEAKS, &versions(&["v0.0.40", "v0.0.41"])).unwrap_err().to_string();
         assert!(refusal.contains("slurmrestd serves the data parsers v0.0.40, v0.0.41"), "{refusal}");
-        assert!(refusal.contains("sunk speaks v0.0.42"), "{refusal}");
+        assert!(refusal.contains("sunk speaks v0.0.44, v0.0.43, v0.0.42"), "{refusal}");
     }
 
     #[test]

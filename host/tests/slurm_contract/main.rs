@@ -25,6 +25,8 @@ struct Release {
     dir: &'static str,
     /// The data parsers its slurmrestd serves.
     offered: &'static [&'static str],
+    /// The one the host speaks with it.
+    speaks: ApiVersion,
     /// The HTTP status of Slurm's refusals (an unknown partition, an impossible node state change).
     refusal_status: u16,
     /// What a RESUME of a node that is not drained fails with.
@@ -37,6 +39,7 @@ struct Release {
 const SLURM_24_11_5: Release = Release {
     dir: "24.11.5",
     offered: &["v0.0.40", "v0.0.41", "v0.0.42"],
+    speaks: ApiVersion::V0_0_42,
     refusal_status: 500,
     resume_not_drained: 2028,
     changed_nodes_fail: true,
@@ -45,6 +48,7 @@ const SLURM_24_11_5: Release = Release {
 const SLURM_26_05_5: Release = Release {
     dir: "26.05.5",
     offered: &["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"],
+    speaks: ApiVersion::V0_0_44,
     refusal_status: 422,
     resume_not_drained: 2180,
     changed_nodes_fail: false,
@@ -60,8 +64,7 @@ async fn slurm_26_05_5() {
     contract(&SLURM_26_05_5).await;
 }
 
-/// Jobs without a script exist from data parser v0.0.43 on, which the host does not speak yet: what
-/// it would read of them.
+/// Jobs without a script exist from data parser v0.0.43 on; requeueing from v0.0.45.
 #[tokio::test]
 async fn slurm_26_05_5_external_jobs() {
     for parser in ["v0.0.43", "v0.0.44"] {
@@ -69,9 +72,9 @@ async fn slurm_26_05_5_external_jobs() {
     }
 }
 
-/// Everything the host asks slurmrestd, as it speaks v0.0.42 (the newest both releases serve).
+/// Everything the host asks slurmrestd, in the version it speaks with the release.
 async fn contract(release: &Release) {
-    let replay = Replay::start(release.dir, "v0.0.42").await;
+    let replay = Replay::start(release.dir, &release.speaks.to_string()).await;
     let slurm = client(&replay);
     discovery(&replay, &slurm, release).await;
     authentication(&replay, &slurm).await;
@@ -113,11 +116,12 @@ async fn ends<T: Debug>(replay: &Replay, names: &[&str], call: impl Future<Outpu
 async fn discovery(replay: &Replay, slurm: &SlurmClient, release: &Release) {
     let (info, _) = replay.serve(&[OPENAPI, "ping"], slurm.discover()).await;
     let info = info.expect("discovery");
-    assert_eq!(info.api, ApiVersion::V0_0_42);
+    assert_eq!(info.api, release.speaks);
     assert_eq!(info.release, release.dir);
     let offered: Vec<ApiVersion> = release.offered.iter().map(|version| version.parse().unwrap()).collect();
     assert_eq!(info.offered, offered);
-    assert_eq!(slurm.api(), ApiVersion::V0_0_42);
+    assert_eq!(slurm.api(), release.speaks);
+    assert_eq!(slurm.can_requeue(), release.offered.contains(&"v0.0.45"));
 }
 
 async fn authentication(replay: &Replay, slurm: &SlurmClient) {

@@ -123,11 +123,13 @@ fn plan_node<'a>(node: &'a Node, need: Resources, priority: u32, candidates: &'a
     Some(Plan { cost: (worst, taken.len(), total), node: &node.name, victims: taken })
 }
 
-/// How a victim goes: a pod is evicted with its grace period; a Slurm job is cancelled.
+/// How a victim goes: a pod is evicted with its grace period; a Slurm job that may be requeued is
+/// (it runs again later, as under Slurm's own `PreemptMode=REQUEUE`), any other is cancelled (Slurm's
+/// KillWait is their grace).
 fn victim(candidate: &Candidate) -> Victim {
-    // Slurm jobs are cancelled (Slurm's KillWait is their grace): slurmrestd cannot requeue one.
     let (mode, grace_seconds) = match candidate.kind {
         WorkloadKind::Pod => (PreemptMode::Evict, candidate.grace_seconds),
+        WorkloadKind::SlurmJob if candidate.requeue_allowed => (PreemptMode::Requeue, 0),
         WorkloadKind::SlurmJob => (PreemptMode::Cancel, 0),
     };
     Victim { job_id: candidate.job_id, mode, grace_seconds }
@@ -226,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn pods_are_evicted_with_grace_and_slurm_jobs_cancelled_even_requeueable_ones() {
+    fn pods_are_evicted_with_grace_and_slurm_jobs_requeued_where_they_may_be() {
         let mut pod = job(1, 10, "n1", 2);
         pod.kind = WorkloadKind::Pod;
         pod.grace_seconds = 25;
@@ -236,7 +238,7 @@ mod tests {
         let decision = choose_victims(&preemptor(100, 1, 6), &[node("n1", 0)], &[pod, requeueable, plain]);
         let modes: Vec<_> = decision.victims.iter().map(|v| (v.job_id, v.mode, v.grace_seconds)).collect();
         assert!(modes.contains(&(1, PreemptMode::Evict, 25)), "{modes:?}");
-        assert!(modes.contains(&(2, PreemptMode::Cancel, 0)), "slurmrestd cannot requeue: {modes:?}");
+        assert!(modes.contains(&(2, PreemptMode::Requeue, 0)), "{modes:?}");
         assert!(modes.contains(&(3, PreemptMode::Cancel, 0)), "{modes:?}");
     }
 }

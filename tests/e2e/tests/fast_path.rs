@@ -84,3 +84,29 @@ async fn the_fast_path_does_not_take_a_node_a_higher_priority_job_waits_for() ->
         .await?;
     Ok(())
 }
+
+/// `SUNK_PLACEHOLDERS=external` without the fast path: the queued placeholder is a job that launches
+/// nothing where the Slurm has them (26.05), and a batch job where it has not (24.11).
+#[tokio::test]
+async fn an_external_placeholder_holds_the_pods_place_and_launches_nothing() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("external").await?;
+    cluster.start_host(&[("SUNK_FAST_PATH", "false"), ("SUNK_PLACEHOLDERS", "external")])?;
+    let external = cluster.slurm.discover().await?.api.has_external_jobs();
+    let created = cluster.create_pod(pod("outside", "1", "256Mi")).await?;
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    let bound = cluster.wait_pod("outside", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    let jobs = cluster.jobs_of(&uid).await?;
+    assert_eq!(jobs.len(), 1, "one job: {jobs:?}");
+    assert_eq!(jobs[0].state(), JobState::Running);
+    assert_eq!(jobs[0].batch_flag, !external, "external: {external}, {:?}", jobs[0]);
+    assert_eq!(node_name(&bound), cluster.kube_node_of(&jobs[0].nodes).await?.as_deref());
+
+    cluster.delete_pod("outside").await?;
+    let id = jobs[0].job_id;
+    wait_for("the placeholder to end with its pod", BIND, || async {
+        let job = cluster.slurm.job(id).await.ok()??;
+        (job.state() == JobState::Ended).then_some(())
+    })
+    .await?;
+    Ok(())
+}

@@ -1,7 +1,7 @@
 //! Preemption both ways, on the local cluster's two Slurm nodes (2 CPUs each):
 //! - a pod with a PriorityClass that Slurm has no room for preempts the lowest-priority running Slurm
-//!   job the preemption policy chooses, and is bound where it ran; a pod of equal priority preempts
-//!   nothing;
+//!   job the preemption policy chooses (requeued where slurmrestd can requeue, as on 26.05; cancelled
+//!   on 24.11), and is bound where it ran; a pod of equal priority preempts nothing;
 //! - a pod of lower priority is evicted for it once its PodDisruptionBudget allows, and told why;
 //! - a custom preemption policy pushed while the host runs changes the victim of the next preemption;
 //! - a Slurm job of a higher-tier partition (`urgent`, slurm.conf's `preempt/partition_prio`) that
@@ -13,7 +13,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
 use kube::api::PostParams;
-use sunk::slurm::{Job, JobState};
+use sunk::slurm::{ApiVersion, Job, JobState};
 use sunk_e2e::{Cluster, SlurmJob, kubectl, node_name, pod, scheduled_condition, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -62,6 +62,13 @@ async fn wait_state(cluster: &Cluster, id: u32, what: &str, check: impl Fn(&Job)
         cluster.slurm.job(id).await.ok().flatten().filter(|job| check(job))
     })
     .await
+}
+
+/// How the bundled policy makes a running batch job go, in words and the state it is left in: requeued
+/// where slurmrestd can requeue (26.05; JobRequeue defaults to 1), cancelled where it cannot.
+async fn bundled_preemption(cluster: &Cluster) -> anyhow::Result<(&'static str, JobState)> {
+    let requeues = cluster.slurm.discover().await?.offered.contains(&ApiVersion::V0_0_45);
+    Ok(if requeues { ("requeued", JobState::Pending) } else { ("cancelled", JobState::Ended) })
 }
 
 fn start_preempting_host(cluster: &mut Cluster) -> anyhow::Result<()> {
@@ -125,7 +132,8 @@ async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_n
     cluster.create_pod(ranked_pod("urgent", &high)).await?;
     let node = bound(&cluster, "urgent").await?;
     assert_eq!(Some(node), cluster.kube_node_of(&lowest_node).await?, "bound where the victim ran");
-    let victim = wait_state(&cluster, lowest.id(), "cancelled", |job| job.state() == JobState::Ended).await?;
+    let (how, gone) = bundled_preemption(&cluster).await?;
+    let victim = wait_state(&cluster, lowest.id(), how, |job| job.state() == gone).await?;
     assert!(victim.admin_comment.contains("preempted by pod"), "the reason is on the job: {victim:?}");
     assert!(victim.admin_comment.contains("/urgent (priority 100)"), "{victim:?}");
     let spared = cluster.slurm.job(other.id()).await?.expect("listed");
@@ -133,7 +141,10 @@ async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_n
     let id = lowest.id().to_string();
     cluster
         .wait_event("urgent", "a Preempting Event naming the victim", |reason, note| {
-            reason == "Preempting" && note.contains(&format!("Slurm job {id} (")) && note.contains("account physics")
+            reason == "Preempting"
+                && note.contains(&format!("Slurm job {id} ("))
+                && note.contains("account physics")
+                && note.contains(how)
         })
         .await?;
     drop((low, high));
@@ -204,7 +215,9 @@ async fn a_preemption_policy_pushed_while_running_changes_the_next_victim() -> a
     // The bundled default takes the lowest priority: the physics job.
     cluster.create_pod(ranked_pod("first", &high)).await?;
     bound(&cluster, "first").await?;
-    wait_state(&cluster, physics.id(), "preempted", |job| job.state() == JobState::Ended).await?;
+    let (how, gone) = bundled_preemption(&cluster).await?;
+    wait_state(&cluster, physics.id(), how, |job| job.state() == gone).await?;
+    drop(physics); // requeued, it would start again
     cluster.delete_pod("first").await?;
     wait_for("the first pod's job to end", WAIT, || async {
         let left = cluster.jobs_in_namespace().await.ok()?;

@@ -118,7 +118,8 @@ fn spared_accounts(spared: &[&Candidate]) -> String {
     format!("; spared the protected accounts {}", accounts.into_iter().collect::<Vec<_>>().join(", "))
 }
 
-/// Pods are evicted with their grace period; Slurm jobs cancelled (slurmrestd cannot requeue).
+/// Pods are evicted with their grace period; Slurm jobs cancelled, which every Slurm can do (a
+/// requeue needs `requeue_allowed`).
 fn victim(candidate: &Candidate) -> Victim {
     match candidate.kind {
         WorkloadKind::Pod => {

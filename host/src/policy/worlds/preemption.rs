@@ -46,7 +46,7 @@ impl World for PreemptionWorld {
 
     /// Victims must be distinct candidates below the preemptor's priority (a policy cannot name a job
     /// the host did not offer, nor one that outranks the waiting work), made to go in a way the host
-    /// can carry out: slurmrestd (v0.0.42) has no requeue operation.
+    /// can carry out: only a candidate offered with `requeue-allowed` can be requeued.
     fn check(input: &ChooseVictimsInput, output: &PreemptionDecision) -> Result<(), String> {
         let mut chosen = HashSet::new();
         for victim in &output.victims {
@@ -62,9 +62,11 @@ impl World for PreemptionWorld {
                     victim.job_id, candidate.priority, input.preemptor.priority
                 ));
             }
-            if victim.mode == PreemptMode::Requeue {
+            if victim.mode == PreemptMode::Requeue && !candidate.requeue_allowed {
                 return Err(format!(
-                    "victim job {}: requeue (slurmrestd cannot requeue a job; cancel it, or evict a pod)",
+                    "victim job {}: requeue, which it was not offered with (a pod's job, a job that is no \
+                     batch job or may not be requeued, or a slurmrestd older than Slurm 26.05's); cancel \
+                     it, or evict a pod",
                     victim.job_id
                 ));
             }
@@ -137,5 +139,46 @@ impl World for PreemptionWorld {
         let victims: Vec<String> =
             output.victims.iter().map(|v| format!("{}:{:?}", v.job_id, v.mode).to_lowercase()).collect();
         format!("victims=[{}] reason={}", victims.join(","), output.reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::bindings::preemption_types::Victim;
+
+    fn decision(victims: &[(u32, PreemptMode)]) -> PreemptionDecision {
+        PreemptionDecision {
+            victims: victims.iter().map(|&(job_id, mode)| Victim { job_id, mode, grace_seconds: 0 }).collect(),
+            reason: "sample".into(),
+        }
+    }
+
+    /// An input, the victims a decision names, and words of the refusal (None: accepted).
+    type CheckCase<'a> = (&'a ChooseVictimsInput, &'a [(u32, PreemptMode)], Option<&'a str>);
+
+    #[test]
+    fn victims_must_be_offered_below_the_preemptor_and_requeued_only_where_allowed() {
+        // Candidates 11 (priority 10, may be requeued) and 12 (5000); the preemptor ranks 1000.
+        let input = &PreemptionWorld::samples()[0];
+        let mut not_requeueable = input.clone();
+        not_requeueable.candidates[0].requeue_allowed = false;
+        let cases: &[CheckCase] = &[
+            (input, &[(11, PreemptMode::Cancel)], None),
+            (input, &[(11, PreemptMode::Requeue)], None),
+            (&not_requeueable, &[(11, PreemptMode::Requeue)], Some("victim job 11: requeue, which it was not offered")),
+            (input, &[(99, PreemptMode::Cancel)], Some("not among the candidates")),
+            (input, &[(11, PreemptMode::Cancel), (11, PreemptMode::Cancel)], Some("twice")),
+            (input, &[(12, PreemptMode::Evict)], Some("not below the preemptor's 1000")),
+        ];
+        for (input, victims, refusal) in cases {
+            let checked = PreemptionWorld::check(input, &decision(victims));
+            match refusal {
+                None => assert_eq!(checked, Ok(()), "{victims:?}"),
+                Some(words) => {
+                    assert!(checked.as_ref().is_err_and(|why| why.contains(words)), "{victims:?}: {checked:?}")
+                }
+            }
+        }
     }
 }

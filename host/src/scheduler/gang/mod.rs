@@ -107,11 +107,15 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
         return Ok(Action::requeue(RECHECK));
     }
     let link = GangLink::new(&namespace, &group.name, keys.clone());
-    let mut description = placeholder::job_description(&keys[0], {
-        let mut request = request;
-        request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
-        request
-    });
+    let mut description = placeholder::job_description(
+        &keys[0],
+        {
+            let mut request = request;
+            request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
+            request
+        },
+        ctx.placeholder_kind(),
+    );
     description.name = format!("{namespace}/{}", group.name);
     description.admin_comment = Some(link.render());
     let nodes = u32::try_from(size).unwrap_or(u32::MAX);

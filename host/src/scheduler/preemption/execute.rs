@@ -1,5 +1,6 @@
 //! Carries out a preemption decision: victims' pods are evicted (PodDisruptionBudgets honoured),
-//! Slurm jobs are cancelled with the reason left on the job, and everyone involved hears why.
+//! Slurm jobs are requeued or cancelled with the reason left on the job, and everyone involved hears
+//! why.
 //!
 //! Pods go first: should a budget refuse an eviction, the round stops before any Slurm job is
 //! cancelled, since the waiting pod would not fit anyway.
@@ -50,7 +51,7 @@ pub async fn carry_out(
         evicted.push(candidate.job_id);
         ctx.metrics.victim(kind_label(candidate.kind), "evict");
     }
-    for (_, candidate) in chosen.iter().filter(|(victim, _)| victim.mode != PreemptMode::Evict) {
+    for (victim, candidate) in chosen.iter().filter(|(victim, _)| victim.mode != PreemptMode::Evict) {
         let job_id = candidate.job_id;
         // A placeholder's admin comment is its link to its pods: its pods' Events carry the reason.
         let mut admin_comment = None;
@@ -65,13 +66,19 @@ pub async fn carry_out(
                 }
             }
         }
-        ctx.slurm.cancel(job_id).await?;
+        let pods = pods_of(job_id, ctx).await?;
+        if victim.mode == PreemptMode::Requeue {
+            // The policy world let only a batch job of a Slurm that can requeue through: no pods.
+            ctx.slurm.requeue(job_id).await?;
+        } else {
+            ctx.slurm.cancel(job_id).await?;
+        }
         ctx.jobs.record_cancelled(&job_id.to_string(), admin_comment.as_deref());
-        for victim_pod in pods_of(job_id, ctx).await? {
+        for victim_pod in pods {
             let note = format!("its Slurm job {job_id} was preempted by {by}: {}", decision.reason);
             ctx.writer.event(&victim_pod, true, "Preempted", "Preempt", note).await;
         }
-        ctx.metrics.victim(kind_label(candidate.kind), "cancel");
+        ctx.metrics.victim(kind_label(candidate.kind), mode_label(victim.mode));
     }
     ctx.preemptions.record(preemptor.job_id.unwrap_or_default(), chosen.iter().map(|(_, c)| c.job_id));
     ctx.metrics.preemption(PreemptionResult::preempted);
@@ -111,7 +118,8 @@ fn with_mark(ctx: &Context, job_id: u32, mark: &str) -> String {
 fn describe(victim: &Victim, candidate: &Candidate) -> String {
     let how = match victim.mode {
         PreemptMode::Evict => "evicted",
-        _ => "cancelled",
+        PreemptMode::Requeue => "requeued",
+        PreemptMode::Cancel => "cancelled",
     };
     match candidate.kind {
         WorkloadKind::Pod => {
@@ -121,6 +129,14 @@ fn describe(victim: &Victim, candidate: &Candidate) -> String {
             "Slurm job {} ({}, user {}, account {}, priority {}, {how})",
             candidate.job_id, candidate.name, candidate.user, candidate.account, candidate.priority
         ),
+    }
+}
+
+fn mode_label(mode: PreemptMode) -> &'static str {
+    match mode {
+        PreemptMode::Evict => "evict",
+        PreemptMode::Requeue => "requeue",
+        PreemptMode::Cancel => "cancel",
     }
 }
 

@@ -82,6 +82,7 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
         leaving: &leaving_jobs,
         grace: &grace_periods(ctx),
         now: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs()),
+        can_requeue: ctx.slurm.can_requeue(),
     };
     let name = format!("{}/{}", placeholder.pod.namespace, placeholder.pod.name);
     let Some(input) = offer::offer(job, &name, &views) else {

@@ -24,6 +24,8 @@ pub struct Views<'a> {
     pub grace: &'a HashMap<String, u32>,
     /// The wall clock, in UNIX seconds.
     pub now: u64,
+    /// Whether slurmrestd can requeue a job (Slurm 26.05's, v0.0.45).
+    pub can_requeue: bool,
 }
 
 /// The policy input for `waiting`, or `None` when no running job stands in its way.
@@ -110,7 +112,8 @@ fn candidate(job: &Job, nodes: Vec<String>, views: &Views) -> Candidate {
         memory_mib: held.memory_mib,
         gpus: saturate(held.gpus),
         run_seconds: job.start_time.get().map_or(0, |start| views.now.saturating_sub(start)),
-        requeue_allowed: job.requeue,
+        // A pod's job goes with its pod; Slurm requeues only batch jobs that allow it.
+        requeue_allowed: views.can_requeue && kind == WorkloadKind::SlurmJob && job.batch_flag && job.requeue,
         grace_seconds: grace,
     }
 }
@@ -149,6 +152,8 @@ mod tests {
             tres_alloc_str: "cpu=2,mem=512M,node=1".into(),
             start_time: NoValue::of(1_000),
             account: "physics".into(),
+            batch_flag: true,
+            requeue: true,
             ..Default::default()
         }
     }
@@ -177,6 +182,7 @@ mod tests {
             leaving: &leaving,
             grace: &grace,
             now: 1_060,
+            can_requeue: true,
         };
         offer(&waiting(), "ml/urgent", &views)
     }
@@ -197,6 +203,14 @@ mod tests {
         assert_eq!((pod.kind, pod.name.as_str(), pod.grace_seconds), (WorkloadKind::Pod, "ml/serve", 15));
         let job = &input.candidates[0];
         assert_eq!((job.cpus, job.memory_mib, job.run_seconds, job.account.as_str()), (2, 512, 60, "physics"));
+        assert!(job.requeue_allowed, "a batch job that may be requeued");
+        let mut not_requeueable = running(1, "n1", 10);
+        not_requeueable.requeue = false;
+        let mut allocation = running(2, "n2", 10);
+        allocation.batch_flag = false;
+        let input = offered(&[not_requeueable, allocation], &[]).unwrap();
+        assert!(input.candidates.iter().all(|c| !c.requeue_allowed), "{:?}", input.candidates);
+        assert!(!pod.requeue_allowed, "a pod's placeholder goes with its pod");
     }
 
     #[test]
