@@ -1,11 +1,12 @@
 #!/bin/sh
-# Sidecar of slurmctld: applies a changed slurm.conf, gres.conf or cgroup.conf (the ConfigMap volume
-# the kubelet refreshes in place) with `scontrol reconfigure`. Replacing the pod instead would lose
+# Sidecar of slurmctld: applies a changed slurm.conf, gres.conf, cgroup.conf or topology.yaml (the
+# ConfigMap volume the kubelet refreshes in place) with `scontrol reconfigure`. Replacing the pod instead would lose
 # slurmctld's state when it lives on an emptyDir, and with it every running job.
 set -u
 src=/etc/slurm-src
 changed() {
-  for file in "$src"/*.conf; do
+  for file in "$src"/*.conf "$src"/*.yaml; do
+    [ -e "$file" ] || continue
     [ "$(md5sum <"$file")" = "$(md5sum <"/etc/slurm/$(basename "$file")" 2>/dev/null)" ] || return 0
   done
   return 1
@@ -13,7 +14,8 @@ changed() {
 pending=false
 while sleep "${RECONFIGURE_INTERVAL:-5}"; do
   if changed; then
-    for file in "$src"/*.conf; do
+    for file in "$src"/*.conf "$src"/*.yaml; do
+      [ -e "$file" ] || continue
       name=$(basename "$file")
       cp "$file" "/etc/slurm/.$name.new" && mv "/etc/slurm/.$name.new" "/etc/slurm/$name"
     done

@@ -4,7 +4,8 @@
 # /etc/slurm (an emptyDir shared with slurmctld and its reconfigure sidecar).
 set -eu
 src=/etc/slurm-src
-for file in "$src"/*.conf; do
+for file in "$src"/*.conf "$src"/*.yaml; do
+  [ -e "$file" ] || continue
   install -o slurm -g slurm -m 0644 "$file" "/etc/slurm/$(basename "$file")"
 done
 for key in slurm.key jwt.key; do

@@ -149,6 +149,14 @@ async fn the_chart_renders_scope_leader_election_and_service_monitor_from_values
         slurm.contains("SelectTypeParameters=CR_Core_Memory")
             && slurm.contains("SlurmctldParameters=enable_configless")
     );
+    assert!(default.contains(r#"{name: SUNK_PLACEHOLDERS, value: "batch"}"#), "batch placeholders by default");
+    assert!(!slurm.contains("\n  topology.yaml: "), "no topology unless given one");
+    let topology = std::env::temp_dir().join(format!("{}-topology.yaml", cluster.namespace));
+    std::fs::write(&topology, "- topology: default\n  tree:\n    switches:\n      - switch: leaf1\n")?;
+    let file = format!("slurmCluster.config.topologyYaml={}", topology.display());
+    let with_topology = render(&["--set", "slurmCluster.enabled=true", "--set-file", &file]);
+    std::fs::remove_file(&topology)?;
+    assert!(with_topology?.contains(r#"topology.yaml: "- topology: default\n  tree:"#), "no topology.yaml");
     // The example values stay valid.
     let example = render(&["-f", "examples/helm/slurm-cluster.yaml"])?;
     assert!(example.contains("PreemptType=preempt/partition_prio") && example.contains("kind: NodeSet"));

@@ -7,7 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use sunk::nodeset::NodeSet;
-use sunk_e2e::{Cluster, NodeGuard, in_slurm_root, slurm_node, slurmrestd_frozen, wait_for};
+use sunk::slurm::JobState;
+use sunk_e2e::{Cluster, NodeGuard, SlurmJob, in_slurm_root, slurm_node, slurmrestd_frozen, wait_for};
 
 const REGISTER: Duration = Duration::from_secs(90);
 /// The label that puts a Node into one test's pool.
@@ -299,5 +300,64 @@ async fn a_canary_partition_updates_only_the_nodes_at_or_above_it() -> anyhow::R
         assert_eq!(slurm.cpus, 1, "{node} keeps its old size");
         assert!(!slurm.state.iter().any(|flag| flag == "DRAIN"), "{node} is not drained: {:?}", slurm.state);
     }
+    Ok(())
+}
+
+/// The label naming a Node's leaf switch in the topology test.
+const LEAF: &str = "sunk.dev/e2e-leaf";
+
+/// slurmctld's topology.yaml for as long as it lives: one tree, `top` over two empty leaf switches
+/// that dynamic nodes join as they register. Removed (and slurmctld reconfigured) when dropped, as
+/// the other tests' multi-node jobs span nodes that belong to no switch.
+struct TwoLeafTopology;
+
+impl TwoLeafTopology {
+    const FILE: &str = ".cluster/slurm-etc/topology.yaml";
+
+    fn install() -> anyhow::Result<Self> {
+        let yaml = "- topology: default\n  cluster_default: true\n  tree:\n    switches:\n      \
+                    - switch: top\n        children: leaf[1-2]\n      - switch: leaf1\n      - switch: leaf2\n";
+        std::fs::write(sunk_e2e::repo_root().join(Self::FILE), yaml)?;
+        in_slurm_root(&["scontrol", "reconfigure"])?;
+        Ok(Self)
+    }
+}
+
+impl Drop for TwoLeafTopology {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(sunk_e2e::repo_root().join(Self::FILE));
+        let _ = in_slurm_root(&["scontrol", "reconfigure"]);
+    }
+}
+
+/// The NodeSet's `topology`: each slurmd registers in the unit its Node's label names
+/// (`Topology=default:<leaf>`), and a two-node job asking for one switch gets the two nodes of one
+/// leaf, though Slurm's own order (by name) would pair kube-node-3 with kube-node-4.
+#[tokio::test]
+async fn a_job_asking_for_one_switch_lands_inside_one_topology_unit() -> anyhow::Result<()> {
+    let _topology = TwoLeafTopology::install()?;
+    let cluster = nodeset_cluster("nodeset-topology").await?;
+    let leaves = [("kube-node-3", "leaf1"), ("kube-node-4", "leaf2"), ("kube-node-5", "leaf1")];
+    let nodes = NodeGuard::new(&leaves.map(|(node, _)| node));
+    for (node, leaf) in leaves {
+        nodes.label(node, (POOL, &cluster.namespace))?;
+        nodes.label(node, (LEAF, leaf))?;
+    }
+    let topology = serde_json::json!({"topology": {"label": LEAF}});
+    create_nodeset_with(&cluster, "topo", (POOL, &cluster.namespace), topology).await?;
+    for (node, _) in leaves {
+        wait_idle(&cluster, node, "topo").await?;
+    }
+    let topology = in_slurm_root(&["scontrol", "show", "topology"])?;
+    let leaf1 = topology.lines().find(|line| line.starts_with("SwitchName=leaf1 ")).unwrap_or_default();
+    assert!(leaf1.contains("Nodes=kube-node-[3,5]"), "the nodes joined their leaf: {topology}");
+
+    let job = SlurmJob::submit(&["-N", "2", "--switches=1", "-C", "topo", "--wrap", "sleep 600"])?;
+    let running = wait_for("the two-node job to run", REGISTER, || async {
+        let job = cluster.slurm.job(job.id()).await.ok()??;
+        (job.state() == JobState::Running).then_some(job)
+    })
+    .await?;
+    assert_eq!(running.nodes, "kube-node-[3,5]", "inside leaf1: {running:?}");
     Ok(())
 }
