@@ -13,8 +13,11 @@
 //!
 //! `cargo build --release -p sunk -p sunk-test-agent && cargo run --release -p sunk-e2e --bin sched-bench`
 //! `-- [--nodes 8] [--pods 500] [--sequential 100] [--queued 10000] [--creators 8]`, with the cluster up.
+//! `-- --against <scheduler name> [--sequential 30]` measures one pod at a time through a scheduler
+//! already installed (see `installed`) instead: no fake Nodes, no host of the bench's own.
 
 mod fleet;
+mod installed;
 mod measure;
 mod queue;
 mod stats;
@@ -35,12 +38,18 @@ struct Args {
     sequential: usize,
     queued: usize,
     creators: usize,
+    /// An installed scheduler to measure instead of a host of the bench's own.
+    against: Option<String>,
 }
 
 fn args() -> anyhow::Result<Args> {
-    let mut args = Args { nodes: 8, pods: 500, sequential: 100, queued: 10_000, creators: 8 };
+    let mut args = Args { nodes: 8, pods: 500, sequential: 100, queued: 10_000, creators: 8, against: None };
     let mut words = std::env::args().skip(1);
     while let Some(flag) = words.next() {
+        if flag == "--against" {
+            args.against = Some(words.next().context("a scheduler name after --against")?);
+            continue;
+        }
         let value: usize = words.next().context("a number after the flag")?.parse()?;
         match flag.as_str() {
             "--nodes" => args.nodes = value,
@@ -62,6 +71,16 @@ async fn main() -> anyhow::Result<()> {
         unsafe { std::env::set_var("SUNK_BINARY", repo_root().join("target/release/sunk")) };
     }
     let mut cluster = Cluster::connect("sched-bench").await?;
+    if let Some(installed) = &args.against {
+        let _priority_class = measure::BenchPriorityClass::create(&cluster.kube, &cluster.namespace).await?;
+        let bindings = Bindings::watch(&cluster.kube, &cluster.namespace);
+        let (kube, namespace) = (&cluster.kube, &cluster.namespace);
+        let count = args.sequential;
+        let theirs = installed::one_at_a_time(kube, namespace, &bindings, KUBE_SCHEDULER, "kube", count).await?;
+        let ours = installed::one_at_a_time(kube, namespace, &bindings, installed, "installed", count).await?;
+        print_table(&[("kube-scheduler, one by one".into(), theirs), ("sunk, one by one".into(), ours)], &args);
+        return Ok(());
+    }
     let fleet = fleet::Fleet::start(&cluster.kube, &cluster.namespace, args.nodes).await?;
     println!("{} fake Nodes with {} CPUs each, their slurmd idle", fleet.nodes.len(), fleet::CPUS);
     let namespace = cluster.namespace.clone();
@@ -178,7 +197,7 @@ fn print_table(rows: &[(String, Summary)], args: &Args) {
     }
     let ratio = |a: Option<Summary>, b: Option<Summary>, of: fn(&Summary) -> f64| match (a, b) {
         (Some(a), Some(b)) if of(&b) > 0.0 => format!("{:.2}", of(&a) / of(&b)),
-        _ => "-".into(),
+        _ => "-".to_string(),
     };
     let throughput = |s: &Summary| s.throughput;
     let p50 = |s: &Summary| s.p50.as_secs_f64();
@@ -186,13 +205,20 @@ fn print_table(rows: &[(String, Summary)], args: &Args) {
     let (sunk_burst, kube_burst) = (find("sunk, burst"), find("kube-scheduler, burst"));
     let (sunk_one, kube_one) = (find("sunk, one by one"), find("kube-scheduler, one by one"));
     let (queued_burst, queued_one) = (find("sunk, burst, Slurm queue"), find("sunk, one by one, Slurm queue"));
+    let q = args.queued;
+    let ratios = [
+        ("sunk / kube-scheduler throughput, burst".to_string(), ratio(sunk_burst, kube_burst, throughput)),
+        ("sunk / kube-scheduler p50, burst".into(), ratio(sunk_burst, kube_burst, p50)),
+        ("sunk / kube-scheduler p50, one by one".into(), ratio(sunk_one, kube_one, p50)),
+        ("sunk / kube-scheduler p99, one by one".into(), ratio(sunk_one, kube_one, p99)),
+        (format!("sunk with {q} queued / empty, p50 one by one"), ratio(queued_one, sunk_one, p50)),
+        (format!("sunk with {q} queued / empty, p99 one by one"), ratio(queued_one, sunk_one, p99)),
+        (format!("sunk with {q} queued / empty, p50 burst"), ratio(queued_burst, sunk_burst, p50)),
+    ];
     println!("\n| ratio | value |");
     println!("|---|---|");
-    println!("| sunk / kube-scheduler throughput, burst | {} |", ratio(sunk_burst, kube_burst, throughput));
-    println!("| sunk / kube-scheduler p50, burst | {} |", ratio(sunk_burst, kube_burst, p50));
-    println!("| sunk / kube-scheduler p50, one by one | {} |", ratio(sunk_one, kube_one, p50));
-    println!("| sunk / kube-scheduler p99, one by one | {} |", ratio(sunk_one, kube_one, p99));
-    println!("| sunk with {} queued / empty, p50 one by one | {} |", args.queued, ratio(queued_one, sunk_one, p50));
-    println!("| sunk with {} queued / empty, p99 one by one | {} |", args.queued, ratio(queued_one, sunk_one, p99));
-    println!("| sunk with {} queued / empty, p50 burst | {} |", args.queued, ratio(queued_burst, sunk_burst, p50));
+    // Only what this run measured.
+    for (name, value) in ratios.iter().filter(|(_, value)| value != "-") {
+        println!("| {name} | {value} |");
+    }
 }

@@ -45,7 +45,7 @@ impl Bindings {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn of(&self, name: &str) -> Option<Instant> {
+    pub fn of(&self, name: &str) -> Option<Instant> {
         self.lock().get(name).copied()
     }
 }
@@ -80,13 +80,20 @@ impl Drop for BenchPriorityClass {
 
 /// A bench pod: 1 CPU, 64 MiB, on the fake Nodes only, for `scheduler`.
 pub fn bench_pod(name: &str, scheduler: &str, namespace: &str) -> anyhow::Result<Pod> {
+    let mut pod = bench_pod_anywhere(name, scheduler, namespace)?;
+    let selector = [(BENCH_LABEL.0.to_string(), BENCH_LABEL.1.to_string())].into();
+    pod.spec.as_mut().expect("a spec").node_selector = Some(selector);
+    Ok(pod)
+}
+
+/// The same pod on any Node with room.
+pub fn bench_pod_anywhere(name: &str, scheduler: &str, namespace: &str) -> anyhow::Result<Pod> {
     Ok(serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "labels": {"sunk.dev/bench-pod": "true"}},
         "spec": {
             "schedulerName": scheduler,
             "priorityClassName": namespace,
             "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {BENCH_LABEL.0: BENCH_LABEL.1},
             "containers": [{
                 "name": "main", "image": BUSYBOX, "command": ["sleep", "3600"],
                 "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}
