@@ -335,6 +335,11 @@ impl Drop for TwoLeafTopology {
 /// leaf, though Slurm's own order (by name) would pair kube-node-3 with kube-node-4.
 #[tokio::test]
 async fn a_job_asking_for_one_switch_lands_inside_one_topology_unit() -> anyhow::Result<()> {
+    if sunk_e2e::slurm_version() == "24.11" {
+        // topology.yaml and a dynamic node's `Topology=` came with Slurm 25.05.
+        eprintln!("skipped: Slurm 24.11 has no topology.yaml");
+        return Ok(());
+    }
     let _topology = TwoLeafTopology::install()?;
     let cluster = nodeset_cluster("nodeset-topology").await?;
     let leaves = [("kube-node-3", "leaf1"), ("kube-node-4", "leaf2"), ("kube-node-5", "leaf1")];
