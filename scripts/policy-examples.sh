@@ -17,7 +17,7 @@ for example in team-accounts drain-runbook protected-accounts; do
   "$sunk" policy test "$module" "$dir/cases.yaml"
 done
 
-# The bundled job-mapper, as compiled into this sunk binary (host/build.rs writes it to OUT_DIR).
-bundled=$(ls -t target/debug/build/sunk-*/out/job_mapper.wasm 2>/dev/null | head -n1)
+# The bundled job-mapper, as compiled into this sunk binary (crates/policy/build.rs writes it to OUT_DIR).
+bundled=$(ls -t target/debug/build/sunk-policy-runtime-*/out/job_mapper.wasm 2>/dev/null | head -n1)
 [[ -n $bundled ]] || die "the bundled job_mapper.wasm is missing under target/debug/build/sunk-*/out"
 "$sunk" policy test "$bundled" policies/job-mapper/cases.yaml

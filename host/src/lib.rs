@@ -11,8 +11,10 @@ pub mod kube;
 pub mod latency;
 pub mod leader;
 pub mod nodeset;
-pub mod policy;
+/// The WebAssembly policy runtime (the `sunk-policy-runtime` crate).
+pub use sunk_policy_runtime as policy;
+/// The Slurm client and node cache (the `sunk-slurm` crate), under the name the host's modules use.
+pub use sunk_slurm as slurm;
 pub mod scheduler;
-pub mod slurm;
 pub mod syncer;
 pub mod tls;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Records slurmrestd's answers to the requests sunk's host makes, as fixtures for
-# host/tests/slurm_contract/. Usage: record.sh ROOT OUTDIR
+# crates/slurm/tests/contract/. Usage: record.sh ROOT OUTDIR
 #
 #   ROOT    a Debian root holding Slurm (e.g. .cache/slurm-root-26.05, made by tests/cluster/build-slurm-root.sh)
-#   OUTDIR  where the fixtures go, e.g. host/tests/fixtures/slurmrestd/26.05.5
+#   OUTDIR  where the fixtures go, e.g. crates/slurm/tests/fixtures/slurmrestd/26.05.5
 #
 # Starts a standalone slurmctld, two static slurmd (r1, r2), one dynamic slurmd (dyn1) and slurmrestd inside
 # ROOT, runs the same scenario once per data parser on a fresh cluster (so job ids match across parsers),

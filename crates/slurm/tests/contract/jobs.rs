@@ -1,7 +1,7 @@
 //! What the host reads of jobs: the listings it polls and the lookups of one job.
 
 use serde_json::json;
-use sunk::slurm::{Job, JobState, JobsPage, SlurmClient, expand_hostlist};
+use sunk_slurm::{Job, JobState, JobsPage, SlurmClient, expand_hostlist};
 
 use crate::replay::Replay;
 

@@ -88,9 +88,8 @@ impl SlurmClient {
 
     /// A client of a slurmrestd that is not there (nothing listens on port 9): every request fails
     /// as unreachable. For unit tests of what calls Slurm.
-    #[cfg(test)]
     pub fn unreachable_for_tests() -> Self {
-        crate::tls::install_crypto_provider();
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
         Self::new("http://127.0.0.1:9", signer).expect("a valid URL")
     }

@@ -1,7 +1,7 @@
 //! How the host submits, allocates, updates and cancels jobs, and what Slurm's refusals look like to it.
 
 use serde_json::json;
-use sunk::slurm::{JobDescription, JobFlag, JobState, JobUpdate, NoValue, NodesPage, SlurmClient, SlurmError};
+use sunk_slurm::{JobDescription, JobFlag, JobState, JobUpdate, NoValue, NodesPage, SlurmClient, SlurmError};
 
 use crate::replay::{OPENAPI, Replay};
 use crate::{Release, client, ends, outcome};

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use sunk::slurm::{Job, JobsPage, NoValue, Node, NodesPage, SlurmClient, SlurmError};
+use sunk_slurm::{Job, JobsPage, NoValue, Node, NodesPage, SlurmClient, SlurmError};
 
 use crate::client;
 use crate::replay::Replay;

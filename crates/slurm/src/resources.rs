@@ -120,7 +120,7 @@ fn top_level_items(list: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::slurm::NoValue;
+    use crate::NoValue;
 
     #[test]
     fn a_jobs_allocation_is_split_over_its_nodes() {

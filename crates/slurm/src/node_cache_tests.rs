@@ -4,7 +4,7 @@ use std::sync::Mutex;
 use futures::StreamExt;
 
 use super::*;
-use crate::slurm::ApiMessage;
+use crate::ApiMessage;
 
 /// What the fake slurmrestd answers next.
 enum Answer {

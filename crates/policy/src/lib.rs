@@ -1,9 +1,9 @@
 //! The WebAssembly policy runtime: runs judgement calls in sandboxed components.
 //!
-//! It knows nothing of Kubernetes or Slurm: it loads components of the `sunk:policy` WIT package
-//! (`wit/policy.wit`), checks what they import, runs each decision in a fresh store with a memory limit
-//! and a fuel budget (a wall-clock backstop behind it), and swaps modules atomically. The record types
-//! below are generated from the WIT.
+//! It knows nothing of Kubernetes or Slurm (Cargo enforces it: this crate depends on neither): it loads
+//! components of the `sunk:policy` WIT package (`wit/policy.wit`), checks what they import, runs each
+//! decision in a fresh store with a memory limit and a fuel budget (a wall-clock backstop behind it),
+//! and swaps modules atomically. The record types below are generated from the WIT.
 
 mod bindings;
 mod bundled;

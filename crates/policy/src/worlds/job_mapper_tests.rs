@@ -3,9 +3,9 @@
 use std::time::Instant;
 
 use super::*;
-use crate::policy::JobMapper;
-use crate::policy::bindings::job_types::{Exclusive, NodeSelectorRequirement, SelectorOperator};
-use crate::policy::module::sha256_hex;
+use crate::JobMapper;
+use crate::bindings::job_types::{Exclusive, NodeSelectorRequirement, SelectorOperator};
+use crate::module::sha256_hex;
 
 fn pod() -> Pod {
     Pod {

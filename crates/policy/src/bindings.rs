@@ -7,7 +7,7 @@
 pub(crate) mod interfaces {
     wasmtime::component::bindgen!({
         world: "host-side",
-        path: "../wit",
+        path: "../../wit",
         additional_derives: [PartialEq, Eq, serde::Serialize, serde::Deserialize],
     });
 }
@@ -15,7 +15,7 @@ pub(crate) mod interfaces {
 pub(crate) mod job_mapper {
     wasmtime::component::bindgen!({
         world: "job-mapper",
-        path: "../wit",
+        path: "../../wit",
         with: {
             "sunk:policy/host": super::interfaces::sunk::policy::host,
             "sunk:policy/common": super::interfaces::sunk::policy::common,
@@ -27,7 +27,7 @@ pub(crate) mod job_mapper {
 pub(crate) mod preemption {
     wasmtime::component::bindgen!({
         world: "preemption",
-        path: "../wit",
+        path: "../../wit",
         with: {
             "sunk:policy/host": super::interfaces::sunk::policy::host,
             "sunk:policy/preemption-types": super::interfaces::sunk::policy::preemption_types,
@@ -38,7 +38,7 @@ pub(crate) mod preemption {
 pub(crate) mod drain {
     wasmtime::component::bindgen!({
         world: "drain",
-        path: "../wit",
+        path: "../../wit",
         with: {
             "sunk:policy/host": super::interfaces::sunk::policy::host,
             "sunk:policy/common": super::interfaces::sunk::policy::common,

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use serde_json::json;
-use sunk::slurm::{ApiVersion, SlurmClient, SlurmError, TokenSigner};
+use sunk_slurm::{ApiVersion, SlurmClient, SlurmError, TokenSigner};
 
 use replay::{OPENAPI, Replay};
 
@@ -87,7 +87,7 @@ async fn contract(release: &Release) {
 }
 
 fn client(replay: &Replay) -> SlurmClient {
-    sunk::tls::install_crypto_provider();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let signer = TokenSigner::new(b"contract-test-key-0123456789abcdef", "root", Duration::from_secs(60));
     SlurmClient::new(&replay.url, signer).expect("a valid URL")
 }

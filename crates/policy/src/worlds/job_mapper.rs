@@ -4,12 +4,12 @@ use serde::{Deserialize, Serialize};
 use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
-use crate::policy::bindings::job_mapper::JobMapperPre;
-use crate::policy::bindings::job_types::{Cluster, JobRequest, KeyValue, Mapping, Pod};
-use crate::policy::engine::StoreState;
-use crate::policy::module::Module;
-use crate::policy::world::{World, check_text_size};
-use crate::policy::{bundled, error::PolicyError};
+use crate::bindings::job_mapper::JobMapperPre;
+use crate::bindings::job_types::{Cluster, JobRequest, KeyValue, Mapping, Pod};
+use crate::engine::StoreState;
+use crate::module::Module;
+use crate::world::{World, check_text_size};
+use crate::{bundled, error::PolicyError};
 
 /// The `job-mapper` world.
 pub enum JobMapperWorld {}

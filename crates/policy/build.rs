@@ -1,4 +1,4 @@
-//! Builds the bundled policies into the host binary.
+//! Builds the bundled policies into the policy runtime (and so into the host binary).
 //!
 //! Each policy crate is built for `wasm32-unknown-unknown` with the workspace's `policy` profile by a
 //! nested `cargo build` (own target directory, so it never waits on the outer build's lock), then the
@@ -64,7 +64,8 @@ fn main() {
 
 fn run() -> Result<()> {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR")?);
-    let workspace = manifest_dir.parent().context("the host crate has no parent directory")?.to_path_buf();
+    let workspace =
+        manifest_dir.ancestors().nth(2).context("the policy runtime crate is not in crates/")?.to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR")?);
 
     for watched in

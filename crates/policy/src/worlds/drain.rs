@@ -4,13 +4,13 @@ use serde::{Deserialize, Serialize};
 use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
-use crate::policy::bindings::drain::DrainPre;
-use crate::policy::bindings::drain_types::{
+use crate::bindings::drain::DrainPre;
+use crate::bindings::drain_types::{
     Condition, ConditionChange, Cordon, DrainDecision, NodeAction, NodeContext, NodeEvent,
 };
-use crate::policy::bundled;
-use crate::policy::engine::StoreState;
-use crate::policy::world::{World, check_text_size};
+use crate::bundled;
+use crate::engine::StoreState;
+use crate::world::{World, check_text_size};
 
 /// Longest drain reason Slurm is given.
 const MAX_REASON_BYTES: usize = 1024;

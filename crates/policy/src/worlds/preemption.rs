@@ -6,13 +6,11 @@ use serde::{Deserialize, Serialize};
 use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
-use crate::policy::bindings::preemption::PreemptionPre;
-use crate::policy::bindings::preemption_types::{
-    Candidate, Node, PreemptMode, PreemptionDecision, Preemptor, WorkloadKind,
-};
-use crate::policy::bundled;
-use crate::policy::engine::StoreState;
-use crate::policy::world::{World, check_text_size};
+use crate::bindings::preemption::PreemptionPre;
+use crate::bindings::preemption_types::{Candidate, Node, PreemptMode, PreemptionDecision, Preemptor, WorkloadKind};
+use crate::bundled;
+use crate::engine::StoreState;
+use crate::world::{World, check_text_size};
 
 /// The `preemption` world.
 pub enum PreemptionWorld {}
@@ -145,7 +143,7 @@ impl World for PreemptionWorld {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::bindings::preemption_types::Victim;
+    use crate::bindings::preemption_types::Victim;
 
     fn decision(victims: &[(u32, PreemptMode)]) -> PreemptionDecision {
         PreemptionDecision {

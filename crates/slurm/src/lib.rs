@@ -1,5 +1,6 @@
-//! A client for slurmrestd that knows nothing of Kubernetes or policies. It speaks the newest data
-//! parser version both it and the slurmrestd know ([`version`]; v0.0.42 on Slurm 24.11 to 26.05).
+//! A client for slurmrestd that knows nothing of Kubernetes or policies (Cargo enforces it: this crate
+//! depends on neither), and the one shared cache of Slurm's nodes. It speaks the newest data parser
+//! version both it and the slurmrestd know ([`SPEAKS`]: v0.0.44 on Slurm 26.05, v0.0.42 on 24.11).
 //!
 //! It signs its own short-lived JWTs from the cluster's `jwt.key`, so no token Secret needs rotating.
 

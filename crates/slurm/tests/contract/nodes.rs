@@ -1,6 +1,6 @@
 //! What the host reads of nodes, and how it drains, resumes and deletes them.
 
-use sunk::slurm::{Node, NodeUpdate, NodesPage, SlurmClient, SlurmError};
+use sunk_slurm::{Node, NodeUpdate, NodesPage, SlurmClient, SlurmError};
 
 use crate::replay::Replay;
 use crate::{Release, ends, outcome};
