@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, PostParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
 use sunk_e2e::{in_slurm_root, wait_for};
 
 use super::measure::{Bindings, bench_pod_anywhere};
@@ -26,8 +26,8 @@ pub async fn one_at_a_time(
         let name = format!("{label}-{index}");
         let sent = Instant::now();
         api.create(&PostParams::default(), &bench_pod_anywhere(&name, scheduler, namespace)?).await?;
-        let bound = wait_for(&format!("{name} to be bound"), Duration::from_secs(60), || async { bindings.of(&name) })
-            .await?;
+        let bound =
+            wait_for(&format!("{name} to be bound"), Duration::from_secs(60), || async { bindings.of(&name) }).await?;
         trips.push(Trip { sent, bound });
         api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
         let job = format!("{namespace}/{name}");
