@@ -9,6 +9,8 @@ cd "$SUNK_ROOT"
 "$here/setup.sh"
 log "cargo fmt --check"
 cargo fmt --all --check
+log "links in README.md and docs/"
+"$here/check-links.sh"
 log "cargo clippy"
 cargo clippy -q --workspace --all-targets -- -D warnings
 log "unit tests"

@@ -28,7 +28,7 @@ pub struct SlurmClient {
     signer: Arc<TokenSigner>,
     /// Every request passes through here: slurmrestd opens a new slurmctld connection per request,
     /// and slurmctld 24.11.5 sometimes leaves a new connection unaccepted for 5 s, the more often the
-    /// more connections overlap (measured in the README's benchmark section). Waiting here costs
+    /// more connections overlap (docs/benchmarks.md, "slurmctld 24.11's connection stalls"). Waiting here costs
     /// milliseconds; a stall costs everyone 5 s.
     in_flight: Arc<tokio::sync::Semaphore>,
     /// What requests speak: v0.0.42 without requeue until [`SlurmClient::discover`] chooses.

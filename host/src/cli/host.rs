@@ -39,8 +39,8 @@ pub struct HostArgs {
     /// How often Slurm's job list is polled, in milliseconds.
     #[arg(long, env = "SUNK_POLL_INTERVAL_MS", default_value_t = 500)]
     poll_interval_ms: u64,
-    /// Requests to slurmrestd in flight at once (each is a new slurmctld connection; see the README's
-    /// benchmark section for why few is faster on Slurm 24.11).
+    /// Requests to slurmrestd in flight at once (each is a new slurmctld connection; see docs/benchmarks.md
+    /// for why few is faster on Slurm 24.11).
     #[arg(long, env = "SUNK_SLURM_MAX_REQUESTS", default_value_t = crate::slurm::DEFAULT_MAX_IN_FLIGHT as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     slurm_max_requests: u64,

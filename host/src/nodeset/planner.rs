@@ -1,6 +1,6 @@
 //! The heart of the NodeSet controller: one pure pass from what is seen to the named steps to take.
 //!
-//! Rules, each a bug seen elsewhere (`notes/nodeset-syncer.md`):
+//! Rules, each a bug users of similar operators have met (docs/nodesets.md):
 //! - A pod is deleted only once its Slurm node is DRAIN and neither ALLOCATED, MIXED nor COMPLETING
 //!   (or, with `force`, once the drain has waited `drainTimeout`). A drain blocked longer than that
 //!   is reported, never waited on silently.

@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 
+use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
 use super::placeholder;
 use super::reconcile::RETRY;
@@ -51,7 +52,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
             "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
             placeholder.job.target()
         );
-        conditions::waiting(ctx, pod, conditions::SLURM_NODE_UNKNOWN, &message).await?;
+        conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
     if !ctx.writer.bind(pod, &node).await? {

@@ -9,35 +9,80 @@ use k8s_openapi::api::core::v1::Pod;
 use super::Context;
 use super::metrics::AttemptResult;
 
-/// Waiting for capacity: Slurm has no room yet, or no node fits the pod's placement rules.
-pub const UNSCHEDULABLE: &str = "Unschedulable";
-/// Waiting in Slurm for something more nodes would not change (a hold, a limit, a dependency).
-pub const SLURM_JOB_PENDING: &str = "SlurmJobPending";
-/// The job-mapper policy refused the pod (bad input): its owner must fix it.
-pub const POLICY_REJECTED: &str = "PolicyRejected";
-/// The job-mapper policy failed; retried.
-pub const POLICY_FAILED: &str = "PolicyFailed";
-/// Slurm refused the job at submission.
-pub const SLURM_REJECTED: &str = "SlurmRejected";
-/// The job failed before it ever ran (e.g. a constraint no node can meet).
-pub const SLURM_JOB_FAILED: &str = "SlurmJobFailed";
-/// slurmrestd cannot be reached (or Slurm's lists are stale): the pod waits for it.
-pub const SLURM_UNREACHABLE: &str = "SlurmUnreachable";
-/// The job runs on a Slurm node no known slurmd pod hosts; retried.
-pub const SLURM_NODE_UNKNOWN: &str = "SlurmNodeUnknown";
+/// Why a pod is not scheduled: the reason its `PodScheduled=False` condition gives, and what the
+/// attempt is counted as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitReason {
+    /// Waiting for capacity: Slurm has no room yet, or no node fits the pod's placement rules.
+    Unschedulable,
+    /// Waiting in Slurm for something more nodes would not change (a hold, a limit, a dependency).
+    SlurmJobPending,
+    /// The job-mapper policy refused the pod (bad input): its owner must fix it.
+    PolicyRejected,
+    /// The job-mapper policy failed; retried.
+    PolicyFailed,
+    /// Slurm refused the job at submission.
+    SlurmRejected,
+    /// The job failed before it ever ran (e.g. a constraint no node can meet).
+    SlurmJobFailed,
+    /// slurmrestd cannot be reached (or Slurm's lists are stale): the pod waits for it.
+    SlurmUnreachable,
+    /// The job runs on a Slurm node no known slurmd pod hosts; retried.
+    SlurmNodeUnknown,
+    /// The pod's group does not have all its pods yet: no job is asked for until it has.
+    GroupIncomplete,
+    /// The group's size cannot be read (bad input: its owner must fix it).
+    GroupInvalid,
+    /// More pods carry the group label than the group's size: the extra ones wait.
+    GroupFull,
+}
 
-/// The condition reason for a job Slurm keeps pending with `slurm_reason`.
-pub fn pending_reason(slurm_reason: &str) -> &'static str {
+impl WaitReason {
+    /// The condition's `reason`, as users, autoscalers and the tests read it.
+    pub fn condition_reason(self) -> &'static str {
+        match self {
+            WaitReason::Unschedulable => "Unschedulable",
+            WaitReason::SlurmJobPending => "SlurmJobPending",
+            WaitReason::PolicyRejected => "PolicyRejected",
+            WaitReason::PolicyFailed => "PolicyFailed",
+            WaitReason::SlurmRejected => "SlurmRejected",
+            WaitReason::SlurmJobFailed => "SlurmJobFailed",
+            WaitReason::SlurmUnreachable => "SlurmUnreachable",
+            WaitReason::SlurmNodeUnknown => "SlurmNodeUnknown",
+            WaitReason::GroupIncomplete => "PodGroupIncomplete",
+            WaitReason::GroupInvalid => "PodGroupInvalid",
+            WaitReason::GroupFull => "PodGroupFull",
+        }
+    }
+
+    /// What an attempt that ends here is counted as in `sunk_scheduler_schedule_attempts_total`.
+    pub fn attempt_result(self) -> AttemptResult {
+        match self {
+            WaitReason::Unschedulable | WaitReason::SlurmJobPending => AttemptResult::unschedulable,
+            WaitReason::PolicyRejected
+            | WaitReason::SlurmRejected
+            | WaitReason::SlurmJobFailed
+            | WaitReason::GroupInvalid => AttemptResult::rejected,
+            WaitReason::GroupIncomplete | WaitReason::GroupFull => AttemptResult::waiting_for_group,
+            WaitReason::PolicyFailed | WaitReason::SlurmUnreachable | WaitReason::SlurmNodeUnknown => {
+                AttemptResult::error
+            }
+        }
+    }
+}
+
+/// The wait reason for a job Slurm keeps pending with `slurm_reason`.
+pub fn pending_reason(slurm_reason: &str) -> WaitReason {
     // Not yet looked at, waiting for nodes, behind higher priority work, or its nodes unavailable.
     let capacity = matches!(slurm_reason, "" | "None" | "Resources" | "Priority" | "NodeDown" | "Nodes_required")
         || slurm_reason.starts_with("ReqNodeNotAvail");
-    if capacity { UNSCHEDULABLE } else { SLURM_JOB_PENDING }
+    if capacity { WaitReason::Unschedulable } else { WaitReason::SlurmJobPending }
 }
 
 /// Says on the pod why it is not scheduled, and counts the attempt.
-pub async fn waiting(ctx: &Context, pod: &Pod, reason: &str, message: &str) -> kube::Result<()> {
-    ctx.metrics.attempt(AttemptResult::of_reason(reason));
-    ctx.writer.set_scheduled_condition(pod, false, reason, message).await
+pub async fn waiting(ctx: &Context, pod: &Pod, reason: WaitReason, message: &str) -> kube::Result<()> {
+    ctx.metrics.attempt(reason.attempt_result());
+    ctx.writer.set_scheduled_condition(pod, false, reason.condition_reason(), message).await
 }
 
 #[cfg(test)]
@@ -47,10 +92,26 @@ mod tests {
     #[test]
     fn only_capacity_waits_are_unschedulable() {
         for reason in ["Resources", "Priority", "None", "", "ReqNodeNotAvail, UnavailableNodes:n1"] {
-            assert_eq!(pending_reason(reason), UNSCHEDULABLE, "{reason}");
+            assert_eq!(pending_reason(reason), WaitReason::Unschedulable, "{reason}");
         }
         for reason in ["JobHeldUser", "JobHeldAdmin", "Dependency", "QOSMaxJobsPerUserLimit", "BeginTime"] {
-            assert_eq!(pending_reason(reason), SLURM_JOB_PENDING, "{reason}");
+            assert_eq!(pending_reason(reason), WaitReason::SlurmJobPending, "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_group_waiting_for_its_pods_is_neither_an_error_nor_unschedulable() {
+        let cases = [
+            (WaitReason::Unschedulable, "Unschedulable", AttemptResult::unschedulable),
+            (WaitReason::SlurmJobPending, "SlurmJobPending", AttemptResult::unschedulable),
+            (WaitReason::PolicyRejected, "PolicyRejected", AttemptResult::rejected),
+            (WaitReason::GroupInvalid, "PodGroupInvalid", AttemptResult::rejected),
+            (WaitReason::GroupIncomplete, "PodGroupIncomplete", AttemptResult::waiting_for_group),
+            (WaitReason::GroupFull, "PodGroupFull", AttemptResult::waiting_for_group),
+            (WaitReason::SlurmUnreachable, "SlurmUnreachable", AttemptResult::error),
+        ];
+        for (reason, condition, counted) in cases {
+            assert_eq!((reason.condition_reason(), reason.attempt_result()), (condition, counted), "{reason:?}");
         }
     }
 }

@@ -8,8 +8,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::conditions;
-
 /// How one scheduling attempt (one pass over an unbound pod) ended.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)] // label values are Prometheus-style snake case
@@ -20,19 +18,10 @@ pub enum AttemptResult {
     unschedulable,
     /// The pod's input was refused (by the job-mapper policy or by Slurm): it waits for its owner.
     rejected,
+    /// The pod's group does not have all its pods yet (or has them all without this one).
+    waiting_for_group,
     /// Something failed on the way (Slurm unreachable, a policy or API error): it is retried.
     error,
-}
-
-impl AttemptResult {
-    /// The result a PodScheduled=False reason stands for.
-    pub fn of_reason(reason: &str) -> Self {
-        match reason {
-            conditions::UNSCHEDULABLE | conditions::SLURM_JOB_PENDING => Self::unschedulable,
-            conditions::POLICY_REJECTED | conditions::SLURM_REJECTED | conditions::SLURM_JOB_FAILED => Self::rejected,
-            _ => Self::error,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -136,6 +125,7 @@ impl SchedulerMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::conditions::WaitReason;
 
     fn scrape(metrics: &SchedulerMetrics) -> String {
         let mut registry = Registry::default();
@@ -148,9 +138,9 @@ mod tests {
     #[test]
     fn counts_attempts_latency_and_pending_pods() {
         let metrics = SchedulerMetrics::default();
-        metrics.attempt(AttemptResult::of_reason(conditions::UNSCHEDULABLE));
-        metrics.attempt(AttemptResult::of_reason(conditions::POLICY_REJECTED));
-        metrics.attempt(AttemptResult::of_reason(conditions::SLURM_UNREACHABLE));
+        metrics.attempt(WaitReason::Unschedulable.attempt_result());
+        metrics.attempt(WaitReason::PolicyRejected.attempt_result());
+        metrics.attempt(WaitReason::SlurmUnreachable.attempt_result());
         metrics.bound(0.03);
         metrics.set_pending(4);
         metrics.preemption(PreemptionResult::preempted);

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
@@ -88,6 +89,8 @@ pub struct Context {
     pub preemptions: preemption::InFlight,
     /// Placeholders of bound pods seen requeued, waiting to learn who preempted them.
     pub requeued_seen: preemption::by_slurm::FirstSeen,
+    /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
+    pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<Pod>>,
 }
 
 impl Context {
@@ -135,7 +138,7 @@ pub async fn run(
 
     let jobs = JobCache::default();
     let (changed_tx, changed_rx) = futures::channel::mpsc::unbounded();
-    tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx));
+    tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx.clone()));
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
     let (pods, pods_writer) = reflector::store();
@@ -177,6 +180,7 @@ pub async fn run(
         preemption: config.preemption,
         preemptions: preemption::InFlight::default(),
         requeued_seen: preemption::by_slurm::FirstSeen::default(),
+        decide_again: changed_tx,
     });
     tracing::info!(scheduler = %config.scheduler_name, namespaces = %config.scope.describe(), "pod scheduler running");
     controller

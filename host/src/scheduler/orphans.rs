@@ -11,7 +11,7 @@ use crate::slurm::{SlurmClient, SlurmError};
 
 /// Jobs that hold nodes terminating at once, at most. Slurm terminates each cancelled job on its
 /// nodes: its agent sends every slurmd a request per job and takes each one's completion back, and
-/// hundreds at once left slurmctld and slurmd 24.11.5 deaf for good (see the README's benchmark). So
+/// hundreds at once left slurmctld and slurmd 24.11.5 deaf for good (docs/benchmarks.md). So
 /// a sweep cancels running placeholders only while fewer than this many jobs are still completing;
 /// the rest wait for a later sweep. Pending placeholders, which no slurmd holds, go at once.
 const TERMINATING_AT_ONCE: usize = 50;

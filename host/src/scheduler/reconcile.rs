@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
+use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
 use super::metrics::AttemptResult;
 use super::placeholder::{self, PodKey};
@@ -32,7 +33,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         && let Some(why) = ctx.jobs.unreachable(PATIENCE)
     {
         let message = format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd");
-        conditions::waiting(&ctx, &pod, conditions::SLURM_UNREACHABLE, &message).await?;
+        conditions::waiting(&ctx, &pod, WaitReason::SlurmUnreachable, &message).await?;
         return Ok(Action::requeue(RETRY));
     }
     // Before the first full job listing, "no job" only means "not known yet".
@@ -84,7 +85,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             if ctx.jobs.in_doubt(&key.uid) {
                 let message =
                     "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again";
-                conditions::waiting(&ctx, &pod, conditions::SLURM_UNREACHABLE, message).await?;
+                conditions::waiting(&ctx, &pod, WaitReason::SlurmUnreachable, message).await?;
                 return Ok(Action::requeue(RETRY));
             }
             if let Some(refusal) = ctx.jobs.recent_refusal(&key.uid, RECHECK) {
@@ -102,7 +103,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             let job = &ended.last().expect("checked above").job;
             let message =
                 format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
-            conditions::waiting(&ctx, &pod, conditions::SLURM_JOB_FAILED, &message).await?;
+            conditions::waiting(&ctx, &pod, WaitReason::SlurmJobFailed, &message).await?;
             Ok(Action::await_change())
         }
         (None, _) => {

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 
 use super::batch::Turn;
+use super::conditions::WaitReason;
 use super::fast_path::{self, Allocation};
 use super::job_cache::Placeholder;
 use super::placeholder::{self, PlaceholderKind, PodKey};
@@ -109,7 +110,7 @@ async fn submit_alone(pod: &Pod, key: PodKey, description: JobDescription, ctx: 
 async fn submitted(pod: &Pod, job: &str, ctx: &Context) -> Result<Action, Error> {
     ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job}")).await;
     let message = format!("waiting for Slurm: job {job} submitted");
-    conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
+    conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
     Ok(Action::requeue(RECHECK))
 }
 
@@ -123,7 +124,7 @@ async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Contex
         SlurmError::Api { .. } | SlurmError::NotSubmitted(_) => {
             ctx.jobs.record_refusal(&key.uid);
             let message = format!("Slurm refused the job: {error}");
-            conditions::waiting(ctx, pod, conditions::SLURM_REJECTED, &message).await?;
+            conditions::waiting(ctx, pod, WaitReason::SlurmRejected, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Some(Action::requeue(RECHECK)))
         }
@@ -137,7 +138,7 @@ async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Contex
 async fn in_doubt(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Action, Error> {
     ctx.jobs.record_in_doubt(&key.uid);
     let message = format!("{error}; the pod waits for slurmrestd");
-    conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
+    conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
     Ok(Action::requeue(RETRY))
 }
 
@@ -177,7 +178,7 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<Result<JobRequest, Action>,
         Ok(Mapping::Job(request)) => Ok(Ok(request)),
         Ok(Mapping::Reject(rejection)) => {
             let message = format!("{}: {}", rejection.field, rejection.message);
-            conditions::waiting(ctx, pod, conditions::POLICY_REJECTED, &message).await?;
+            conditions::waiting(ctx, pod, WaitReason::PolicyRejected, &message).await?;
             ctx.writer
                 .event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}"))
                 .await;
@@ -185,7 +186,7 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<Result<JobRequest, Action>,
         }
         Err(error) => {
             let message = format!("the job-mapper policy failed: {error}");
-            conditions::waiting(ctx, pod, conditions::POLICY_FAILED, &message).await?;
+            conditions::waiting(ctx, pod, WaitReason::PolicyFailed, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Err(Action::requeue(RECHECK)))
         }
@@ -204,13 +205,13 @@ async fn placement(pod: &Pod, ctx: &Context) -> Result<Result<Verdict, Action>, 
         Ok(verdict) if !verdict.eligible.is_empty() => Ok(Ok(verdict)),
         Ok(verdict) => {
             let message = verdict.nothing_fits();
-            conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
+            conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Err(Action::requeue(RECHECK)))
         }
         Err(unreadable) => {
             let message = format!("cannot read Slurm's nodes ({unreadable}); the pod waits for slurmrestd");
-            conditions::waiting(ctx, pod, conditions::SLURM_UNREACHABLE, &message).await?;
+            conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
             // Usually a moment (the first listing after a start, one failed poll): look again soon.
             Ok(Err(Action::requeue(UNREADABLE_RECHECK)))
         }

@@ -71,7 +71,17 @@ async fn a_three_pod_gang_on_two_nodes_stays_pending_as_a_whole() -> anyhow::Res
     let mut cluster = Cluster::connect("gang-three").await?;
     cluster.start_host(&[])?;
     let names = ["big-0", "big-1", "big-2"];
-    for name in names {
+    // The first member alone says so; when the rest arrive, every member (the first included, long
+    // before its own recheck) says what the whole group waits for.
+    cluster.create_pod(member(names[0], "sunk.dev/pod-group", "big", 3)).await?;
+    cluster
+        .wait_pod(names[0], "PodGroupIncomplete while alone", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(_, reason, message)| {
+                reason == "PodGroupIncomplete" && message.contains("has 1 of its 3 pods")
+            })
+        })
+        .await?;
+    for name in &names[1..] {
         cluster.create_pod(member(name, "sunk.dev/pod-group", "big", 3)).await?;
     }
     for name in names {

@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 
 pub use group::{Group, group_of};
 pub use link::GangLink;
 
+use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
 use super::placeholder::{self, PodKey};
 use super::placement::Verdict;
@@ -29,22 +31,18 @@ use super::reconcile::{RECHECK, RETRY};
 use super::{Context, Error, conditions, exclusions, submit};
 use crate::slurm::{SlurmError, expand_hostlist};
 
-/// The group's pods must all exist before a job is asked for.
-pub const GROUP_INCOMPLETE: &str = "PodGroupIncomplete";
-/// The group's size cannot be read (bad input: its owner must fix it).
-pub const GROUP_INVALID: &str = "PodGroupInvalid";
-/// More pods carry the group label than the group's size: the extra ones wait.
-pub const GROUP_FULL: &str = "PodGroupFull";
-
 /// A group, by namespace and name.
 type GroupKey = (String, String);
 
-/// One lock per group, so that two members' passes never both submit.
+/// What a group last waited for (the members' shared condition), until its job is submitted.
+type GroupWait = Option<(WaitReason, String)>;
+
+/// One lock per group, so that two members' passes never both submit; it guards the group's last wait.
 #[derive(Default)]
-pub struct GroupLocks(Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<()>>>>);
+pub struct GroupLocks(Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<GroupWait>>>>);
 
 impl GroupLocks {
-    fn of(&self, namespace: &str, group: &str) -> Arc<tokio::sync::Mutex<()>> {
+    fn of(&self, namespace: &str, group: &str) -> Arc<tokio::sync::Mutex<GroupWait>> {
         let mut locks = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         locks.entry((namespace.to_owned(), group.to_owned())).or_default().clone()
     }
@@ -56,24 +54,23 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
     let size = match group::size(&ctx.client, pod, group).await {
         Ok(size) => size as usize,
         Err(message) => {
-            conditions::waiting(ctx, pod, GROUP_INVALID, &message).await?;
+            conditions::waiting(ctx, pod, WaitReason::GroupInvalid, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             return Ok(Action::await_change());
         }
     };
     let lock = ctx.gang_locks.of(&namespace, &group.name);
-    let _serialised = lock.lock().await;
+    let mut last_wait = lock.lock().await;
     let members = waiting_members(ctx, &namespace, group);
     if members.len() < size {
         let message =
             format!("pod group {} has {} of its {size} pods; waiting for the rest", group.name, members.len());
-        conditions::waiting(ctx, pod, GROUP_INCOMPLETE, &message).await?;
-        return Ok(Action::requeue(RECHECK));
+        return group_waits(ctx, pod, &members, &mut last_wait, WaitReason::GroupIncomplete, message).await;
     }
     let chosen: Vec<Arc<Pod>> = members.into_iter().take(size).collect();
     if !chosen.iter().any(|member| member.uid() == pod.uid()) {
         let message = format!("pod group {} already has its {size} pods; this one waits for a place", group.name);
-        conditions::waiting(ctx, pod, GROUP_FULL, &message).await?;
+        conditions::waiting(ctx, pod, WaitReason::GroupFull, &message).await?;
         return Ok(Action::requeue(RECHECK));
     }
     let keys: Vec<PodKey> = chosen.iter().map(|member| key_of(member)).collect();
@@ -103,9 +100,9 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
         if !verdict.excluded.is_empty() {
             message = format!("{message}: {}", verdict.why_excluded());
         }
-        conditions::waiting(ctx, pod, conditions::UNSCHEDULABLE, &message).await?;
-        return Ok(Action::requeue(RECHECK));
+        return group_waits(ctx, pod, &chosen, &mut last_wait, WaitReason::Unschedulable, message).await;
     }
+    *last_wait = None;
     let link = GangLink::new(&namespace, &group.name, keys.clone());
     let mut description = placeholder::job_description(
         &keys[0],
@@ -130,7 +127,7 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
                 ctx.jobs.record_refusal(&key.uid);
             }
             let message = format!("Slurm refused pod group {}'s job: {error}", group.name);
-            conditions::waiting(ctx, pod, conditions::SLURM_REJECTED, &message).await?;
+            conditions::waiting(ctx, pod, WaitReason::SlurmRejected, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             return Ok(Action::requeue(RECHECK));
         }
@@ -180,7 +177,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
             uids.len(),
             link.group
         );
-        conditions::waiting(ctx, pod, conditions::SLURM_NODE_UNKNOWN, &message).await?;
+        conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
     let on_one_node = Placeholder {
@@ -228,6 +225,34 @@ fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod
     members
 }
 
+/// The whole group waits: this member says why, and when that differs from what the group last waited
+/// for, every other member decides again now (not at its next recheck), so that all of them say it.
+async fn group_waits(
+    ctx: &Context,
+    pod: &Pod,
+    members: &[Arc<Pod>],
+    last_wait: &mut GroupWait,
+    reason: WaitReason,
+    message: String,
+) -> Result<Action, Error> {
+    conditions::waiting(ctx, pod, reason, &message).await?;
+    if record_wait(last_wait, reason, message) {
+        for member in members.iter().filter(|member| member.uid() != pod.uid()) {
+            let _ = ctx.decide_again.unbounded_send(ObjectRef::from_obj(member.as_ref()));
+        }
+    }
+    Ok(Action::requeue(RECHECK))
+}
+
+/// Records what the group waits for now; true when that is news, so every other member must decide
+/// again. A member deciding the same as the last one is no news: the passes it sets off end there.
+fn record_wait(last_wait: &mut GroupWait, reason: WaitReason, message: String) -> bool {
+    let wait = Some((reason, message));
+    let news = *last_wait != wait;
+    *last_wait = wait;
+    news
+}
+
 /// The nodes every member may use: exclusions of all members joined.
 fn gang_verdict(members: &[Arc<Pod>], ctx: &Context) -> Option<Verdict> {
     let mut verdict: Option<Verdict> = None;
@@ -249,4 +274,27 @@ fn gang_verdict(members: &[Arc<Pod>], ctx: &Context) -> Option<Verdict> {
 
 fn key_of(pod: &Pod) -> PodKey {
     PodKey { namespace: pod.namespace().unwrap_or_default(), name: pod.name_any(), uid: pod.uid().unwrap_or_default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_change_of_what_a_group_waits_for_is_news_and_a_repeat_is_not() {
+        use WaitReason::{GroupIncomplete, Unschedulable};
+        let needs_three = "pod group h needs 3 Slurm nodes, one per pod, and 2 of the cluster's 2 may take its pods";
+        // h1 alone, h2 arrives, h3 arrives, then h1 and h2 decide again and see what h3 saw.
+        let passes = [
+            (GroupIncomplete, "pod group h has 1 of its 3 pods; waiting for the rest", true),
+            (GroupIncomplete, "pod group h has 2 of its 3 pods; waiting for the rest", true),
+            (Unschedulable, needs_three, true),
+            (Unschedulable, needs_three, false),
+            (Unschedulable, needs_three, false),
+        ];
+        let mut last_wait = None;
+        for (reason, message, news) in passes {
+            assert_eq!(record_wait(&mut last_wait, reason, message.into()), news, "{reason:?}: {message}");
+        }
+    }
 }

@@ -95,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (scheduler, label) in [(KUBE_SCHEDULER, "kube-scheduler"), (SCHEDULER, "sunk")] {
         // One by one first: a burst of sunk's batch placeholders can leave this machine's Slurm 24.11.5
-        // daemons deaf (see the README), and nothing after it would measure Slurm.
+        // daemons deaf (docs/benchmarks.md), and nothing after it would measure Slurm.
         rows.push((format!("{label}, one by one"), one_by_one(&cluster, &bindings, scheduler, &args, "empty").await?));
         rows.push((format!("{label}, burst"), burst(&cluster, &bindings, scheduler, &args, "empty").await?));
     }

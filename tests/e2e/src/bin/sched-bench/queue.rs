@@ -28,8 +28,7 @@ impl Queue {
             ])?);
         }
         // sbatch one job at a time, in one shell inside the Slurm root: slurmctld 24.11.5 takes ~20
-        // submissions a second from one client without its 5 s connection stalls (see the README's
-        // benchmark section), several times what it takes through slurmrestd here.
+        // submissions a second from one client without its 5 s connection stalls (docs/benchmarks.md), several times what it takes through slurmrestd here.
         let script = format!(
             "for i in $(seq 1 {jobs}); do sbatch -Q -J {QUEUED_NAME} -x {excluded} -c 2 --mem=256M \
              -o /dev/null --wrap 'sleep 60' || exit 1; done",
