@@ -343,7 +343,7 @@ pub(super) struct Envelope {
 #[derive(Debug, Deserialize)]
 pub(super) struct PingResponse {
     #[serde(default)]
-    pub meta: super::version::Meta,
+    pub meta: Meta,
     /// One per slurmctld; slurmrestd answers 200 even when none responds, as it does to a token it
     /// refused (with `responding: false`).
     #[serde(default)]
@@ -412,6 +412,25 @@ pub(super) struct PartitionsResponse {
     pub partitions: Vec<Partition>,
     #[serde(flatten)]
     pub envelope: Envelope,
+}
+
+/// `meta` of a v0.0.42 answer: which Slurm answered.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct Meta {
+    #[serde(default)]
+    slurm: MetaSlurm,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct MetaSlurm {
+    #[serde(default)]
+    release: Option<String>,
+}
+
+impl Meta {
+    pub(super) fn release(&self) -> String {
+        self.slurm.release.clone().filter(|release| !release.is_empty()).unwrap_or_else(|| "unknown".to_string())
+    }
 }
 
 #[cfg(test)]

@@ -142,25 +142,6 @@ impl OpenApiPaths {
     }
 }
 
-/// `meta` of a v0.0.42 answer: which Slurm answered.
-#[derive(Debug, Default, Deserialize)]
-pub(super) struct Meta {
-    #[serde(default)]
-    slurm: MetaSlurm,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct MetaSlurm {
-    #[serde(default)]
-    release: Option<String>,
-}
-
-impl Meta {
-    pub(super) fn release(&self) -> String {
-        self.slurm.release.clone().filter(|release| !release.is_empty()).unwrap_or_else(|| "unknown".to_string())
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InfoLabels {
     version: String,

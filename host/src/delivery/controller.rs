@@ -65,7 +65,7 @@ async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Actio
     if live_source == source && live_digest == pinned {
         let previous = point.previous_version().map(|(_, digest)| digest);
         let message = format!("live on {decision}");
-        status::write(&ctx, &module, Phase::Live, &message, Some(&pinned), previous.as_deref()).await?;
+        status::write(&ctx.client, &module, Phase::Live, &message, Some(&pinned), previous.as_deref()).await?;
         return Ok(Action::await_change());
     }
     if let Some((previous_source, previous_digest)) = point.previous_version()
@@ -74,7 +74,7 @@ async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Actio
     {
         point.rollback();
         let message = format!("rolled back on {decision} to the version kept in memory");
-        status::write(&ctx, &module, Phase::Live, &message, Some(&pinned), Some(&live_digest)).await?;
+        status::write(&ctx.client, &module, Phase::Live, &message, Some(&pinned), Some(&live_digest)).await?;
         publish(&ctx, &module, false, "RolledBack", message).await;
         supersede(&ctx, &live_source, &name).await?;
         return Ok(Action::await_change());
@@ -82,14 +82,14 @@ async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Actio
     match offer(&ctx, &module, &pinned, source).await {
         Ok(()) => {
             let message = format!("live on {decision}, replacing {live_source} ({})", &live_digest[..12]);
-            status::write(&ctx, &module, Phase::Live, &message, Some(&pinned), Some(&live_digest)).await?;
+            status::write(&ctx.client, &module, Phase::Live, &message, Some(&pinned), Some(&live_digest)).await?;
             publish(&ctx, &module, false, "Live", message).await;
             supersede(&ctx, &live_source, &name).await?;
             Ok(Action::await_change())
         }
         Err(refusal) => {
             let message = format!("{refusal}; {decision} stays on {live_source} ({})", &live_digest[..12]);
-            if status::write(&ctx, &module, Phase::Refused, &message, None, None).await? {
+            if status::write(&ctx.client, &module, Phase::Refused, &message, None, None).await? {
                 publish(&ctx, &module, true, "Refused", message).await;
             }
             Ok(Action::requeue(RETRY))
@@ -125,7 +125,7 @@ async fn supersede(ctx: &Context, replaced: &Source, winner: &str) -> Result<(),
     let api = Api::<PolicyModule>::namespaced(ctx.client.clone(), &ctx.namespace);
     if let Some(module) = api.get_opt(loser).await? {
         let message = format!("superseded by PolicyModule {winner}");
-        status::write(ctx, &module, Phase::Superseded, &message, None, None).await?;
+        status::write(&ctx.client, &module, Phase::Superseded, &message, None, None).await?;
     }
     Ok(())
 }

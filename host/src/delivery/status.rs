@@ -3,11 +3,11 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::controller::Context;
 use super::resource::{PolicyModule, PolicyModuleStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub fn is_superseded(module: &PolicyModule) -> bool {
 /// Sets the status; returns whether it changed. `live_digest` and `previous_digest` are kept from the
 /// current status when `None` and the phase is not `Live` (a refused update leaves the old module live).
 pub async fn write(
-    ctx: &Context,
+    client: &Client,
     module: &PolicyModule,
     phase: Phase,
     message: &str,
@@ -82,7 +82,7 @@ pub async fn write(
             observed_generation: module.metadata.generation,
         }],
     };
-    let api = Api::<PolicyModule>::namespaced(ctx.client.clone(), &ctx.namespace);
+    let api = Api::<PolicyModule>::namespaced(client.clone(), &module.namespace().unwrap_or_default());
     let patch = json!({ "status": status });
     api.patch_status(&module.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
     Ok(true)

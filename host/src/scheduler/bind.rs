@@ -6,8 +6,8 @@ use kube::runtime::controller::Action;
 
 use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
-use super::placeholder;
-use super::reconcile::RETRY;
+use super::link;
+use super::timing::RETRY;
 use super::{Context, Error, conditions, submit};
 use crate::slurm::{JobUpdate, expand_hostlist};
 
@@ -27,7 +27,7 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// between the two would see a cancelled job and delete the pod, for its owner to recreate).
 pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Action, Error> {
     let job_id = placeholder.job.target();
-    let marked_comment = placeholder::replaced(&placeholder.job.admin_comment);
+    let marked_comment = link::replaced(&placeholder.job.admin_comment);
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
     let marked = match ctx.slurm.update_job(&job_id, &mark).await {
         Ok(()) => true,

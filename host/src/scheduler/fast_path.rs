@@ -28,7 +28,7 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation
     let request = JobDescription {
         script: String::new(),
         immediate: Some(true),
-        admin_comment: placeholder.admin_comment.as_deref().map(super::placeholder::attempt),
+        admin_comment: placeholder.admin_comment.as_deref().map(super::link::attempt),
         ..placeholder.clone()
     };
     let job_id = match ctx.slurm.allocate(&request).await {

@@ -9,7 +9,7 @@ use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
-use super::placeholder::PodKey;
+use super::link::PodKey;
 use crate::slurm::{Job, JobDescription, JobState, JobsPage, SlurmClient, SlurmError};
 
 /// A placeholder job as last seen.
@@ -167,7 +167,7 @@ impl JobCache {
         for job in jobs {
             // A gang's job is listed under every member; tasks of an array pending together, each
             // under its own pod.
-            for (pod, job) in super::placeholder::linked(&job) {
+            for (pod, job) in super::link::linked(&job) {
                 by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job });
             }
         }
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn an_array_task_is_one_placeholder_pending_with_its_siblings_and_running_alone() {
-        use crate::scheduler::batch::ArrayLink;
+        use crate::scheduler::link::ArrayLink;
         use crate::slurm::NoValue;
         let pods: Vec<PodKey> = ["a", "b"]
             .iter()

@@ -8,17 +8,20 @@ mod exclusions;
 mod fast_path;
 mod gang;
 mod job_cache;
+mod link;
 mod metrics;
 mod node_fit;
 mod orphans;
 mod placeholder;
 mod placement;
+mod pod_phase;
 mod pod_record;
 mod preemption;
 mod reconcile;
 mod scope;
 mod slurmd_pods;
 mod submit;
+mod timing;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +33,9 @@ use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
 pub use job_cache::{JobCache, Placeholder};
+pub use link::{PodKey, is_refused_attempt, linked, linked_pods};
 pub use metrics::SchedulerMetrics;
-pub use placeholder::{PlaceholderKind, Placeholders, PodKey, is_refused_attempt, linked, linked_pods};
+pub use placeholder::{PlaceholderKind, Placeholders};
 pub use pod_record::pod_record;
 pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
@@ -203,7 +207,7 @@ async fn count_pending(pods: reflector::Store<Pod>, metrics: SchedulerMetrics, i
             .state()
             .iter()
             .filter(|pod| pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()))
-            .filter(|pod| reconcile::leaving(pod).is_none())
+            .filter(|pod| pod_phase::leaving(pod).is_none())
             .count();
         metrics.set_pending(pending);
     }

@@ -14,23 +14,18 @@ use kube::runtime::controller::Action;
 
 use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
+use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
-use super::placeholder::{self, PodKey};
+use super::pod_phase::leaving;
+use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
 use super::{Context, Error, bind, conditions, gang, preemption, submit};
 use crate::slurm::JobState;
-
-/// How long a pod waits for a second look when nothing is expected to change it sooner.
-pub(super) const RECHECK: Duration = Duration::from_secs(60);
-pub(super) const RETRY: Duration = Duration::from_secs(5);
-
-/// How long a job listing may go unanswered before waiting pods say Slurm cannot be reached.
-const PATIENCE: Duration = Duration::from_secs(10);
 
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     let unbound = pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none());
     if unbound
         && leaving(&pod).is_none()
-        && let Some(why) = ctx.jobs.unreachable(PATIENCE)
+        && let Some(why) = ctx.jobs.unreachable(SLURM_PATIENCE)
     {
         let message = format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd");
         conditions::waiting(&ctx, &pod, WaitReason::SlurmUnreachable, &message).await?;
@@ -76,10 +71,8 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
     }
     // A job the host cancelled to replace it, or an immediate allocation Slurm refused, never ends the pod.
-    let ended: Vec<_> = ended
-        .into_iter()
-        .filter(|p| !placeholder::is_replaced(&p.job) && !placeholder::is_refused_attempt(&p.job))
-        .collect();
+    let ended: Vec<_> =
+        ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_refused_attempt(&p.job)).collect();
     match (live.first(), bound_to) {
         (None, None) if ended.is_empty() => {
             if ctx.jobs.in_doubt(&key.uid) {
@@ -190,24 +183,6 @@ pub fn error_policy(pod: Arc<Pod>, error: &Error, ctx: Arc<Context>) -> Action {
     }
     tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %error, "reconcile failed; retrying");
     Action::requeue(RETRY)
-}
-
-/// Why the pod no longer needs its job, if it does not: it is being deleted, or it has finished
-/// (including a kubelet refusing to run it, e.g. `OutOfmemory`, which leaves it Failed).
-pub(super) fn leaving(pod: &Pod) -> Option<String> {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return Some("its pod is being deleted".into());
-    }
-    let status = pod.status.as_ref()?;
-    match status.phase.as_deref()? {
-        "Succeeded" => Some("its pod has succeeded".into()),
-        "Failed" => Some(match (status.reason.as_deref(), status.message.as_deref()) {
-            (Some(reason), Some(message)) => format!("its pod failed ({reason}: {message})"),
-            (Some(reason), None) => format!("its pod failed ({reason})"),
-            _ => "its pod failed".into(),
-        }),
-        _ => None,
-    }
 }
 
 /// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports

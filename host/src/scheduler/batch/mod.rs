@@ -7,8 +7,6 @@
 //! Each task is its pod's placeholder: its `admin_comment` ([`ArrayLink`]) names the pod of every task,
 //! Slurm schedules each task on its own, and `<array>_<task>` cancels one without its siblings.
 
-mod link;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,9 +14,7 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
 
-pub use link::ArrayLink;
-
-use super::placeholder::PodKey;
+use super::link::{ArrayLink, PodKey};
 use crate::slurm::{JobDescription, SlurmClient, SlurmError};
 
 /// The most tasks one array gets (Slurm's `MaxArraySize` defaults to 1001; the link in every task's

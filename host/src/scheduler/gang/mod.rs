@@ -10,7 +10,6 @@
 
 mod assign;
 mod group;
-mod link;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -21,13 +20,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 pub use group::{Group, group_of};
-pub use link::GangLink;
 
 use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
-use super::placeholder::{self, PodKey};
+use super::link::{self, GangLink, PodKey};
+use super::placeholder;
 use super::placement::Verdict;
-use super::reconcile::{RECHECK, RETRY};
+use super::timing::{RECHECK, RETRY};
 use super::{Context, Error, conditions, exclusions, submit};
 use crate::slurm::{SlurmError, expand_hostlist};
 
@@ -195,7 +194,7 @@ pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder
         return;
     }
     let mark = crate::slurm::JobUpdate {
-        admin_comment: Some(placeholder::replaced(&placeholder.job.admin_comment)),
+        admin_comment: Some(link::replaced(&placeholder.job.admin_comment)),
         ..Default::default()
     };
     if let Err(error) = slurm.update_job(placeholder.job.job_id, &mark).await {
@@ -216,7 +215,7 @@ fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod
         .into_iter()
         .filter(|pod| pod.namespace().as_deref() == Some(namespace))
         .filter(|pod| group_of(pod).as_ref() == Some(group))
-        .filter(|pod| super::reconcile::leaving(pod).is_none())
+        .filter(|pod| super::pod_phase::leaving(pod).is_none())
         .filter(|pod| pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()))
         .collect();
     members.sort_by(|a, b| {

@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
+use super::super::link::linked_pods;
 use super::super::metrics::PreemptionResult;
-use super::super::placeholder::linked_pods;
 use super::super::{Context, Error};
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::policy::{Candidate, PreemptMode, PreemptionDecision, Victim, WorkloadKind};

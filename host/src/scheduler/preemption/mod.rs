@@ -24,9 +24,9 @@ use kube::ResourceExt;
 pub use in_flight::InFlight;
 
 use super::job_cache::Placeholder;
+use super::link::linked_pods;
 use super::metrics::PreemptionResult;
-use super::placeholder::linked_pods;
-use super::reconcile::leaving;
+use super::pod_phase::leaving;
 use super::submit::pod_spec;
 use super::{Context, Error, exclusions};
 use crate::slurm::{Job, JobState, expand_hostlist};

@@ -8,7 +8,7 @@ use crate::policy::worlds::ChooseVictimsInput;
 use crate::policy::{Candidate, Node as PolicyNode, Preemptor, WorkloadKind};
 use crate::slurm::{Job, JobState, Node, Resources, expand_hostlist};
 
-use super::super::placeholder::linked_pods;
+use super::super::link::linked_pods;
 
 /// The views an offer is drawn from.
 pub struct Views<'a> {

@@ -3,8 +3,8 @@
 //! the comment to every task as it starts, so each task, and each record of tasks still pending
 //! together, names its own pods after any restart.
 
-use crate::scheduler::PodKey;
-use crate::scheduler::placeholder::{parse_members, render_members};
+use super::PodKey;
+use super::{parse_members, render_members};
 use crate::slurm::{Job, NoValue};
 
 const PREFIX: &str = "sunk.dev/array=";

@@ -2,8 +2,8 @@
 //! `sunk.dev/gang=<namespace>/<group>/<pod>:<uid>,<pod>:<uid>...`, so that after any restart the host
 //! knows every member of every gang job without state of its own.
 
-use crate::scheduler::PodKey;
-use crate::scheduler::placeholder::{parse_members, render_members};
+use super::PodKey;
+use super::{parse_members, render_members};
 
 const PREFIX: &str = "sunk.dev/gang=";
 

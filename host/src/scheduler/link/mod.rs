@@ -1,0 +1,137 @@
+//! How a Slurm job names the pods it stands for, in its `admin_comment` (only Slurm administrators
+//! can change it), so the host re-associates pods and jobs after any restart without state of its
+//! own: one pod (`sunk.dev/pod=`), a gang's members ([`GangLink`]) or an array's tasks
+//! ([`ArrayLink`]), and the marks appended to a link. A leaf: it knows jobs and pods by name only.
+
+mod array;
+mod gang;
+
+pub use array::ArrayLink;
+pub use gang::GangLink;
+
+const LINK_PREFIX: &str = "sunk.dev/pod=";
+/// Appended to the link of a job the host cancelled to submit a better placed one: when it has
+/// ended, the pod is not deleted but gets a new job.
+const REPLACED_MARK: &str = ";replaced";
+/// Appended to the link of an immediate allocation: Slurm keeps a refused one as a FAILED job that
+/// never held a node, which must not count as the pod's job having failed.
+const ATTEMPT_MARK: &str = ";immediate";
+
+/// The pod a placeholder job stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodKey {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl PodKey {
+    /// The `admin_comment` that ties a job to this pod.
+    pub fn link(&self) -> String {
+        format!("{LINK_PREFIX}{}/{}/{}", self.namespace, self.name, self.uid)
+    }
+
+    /// The pod a job's `admin_comment` names, if the job is one of sunk's placeholders.
+    pub fn from_link(admin_comment: &str) -> Option<Self> {
+        let rest = admin_comment.strip_prefix(LINK_PREFIX)?;
+        let rest = rest.split_once(';').map_or(rest, |(link, _mark)| link);
+        let mut parts = rest.splitn(3, '/');
+        let (namespace, name, uid) = (parts.next()?, parts.next()?, parts.next()?);
+        [namespace, name, uid].iter().all(|part| !part.is_empty()).then(|| Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+        })
+    }
+}
+
+/// The pods a job stands for: its one pod, every member of its gang, or the pods of the array tasks
+/// it is.
+pub fn linked_pods(job: &crate::slurm::Job) -> Vec<PodKey> {
+    linked(job).into_iter().map(|(pod, _)| pod).collect()
+}
+
+/// Each pod a job stands for, with what is that pod's job: the job itself, or for tasks of an array
+/// still pending together, the pod's own task.
+pub fn linked(job: &crate::slurm::Job) -> Vec<(PodKey, crate::slurm::Job)> {
+    if let Some(pod) = PodKey::from_link(&job.admin_comment) {
+        return vec![(pod, job.clone())];
+    }
+    if let Some(gang) = GangLink::parse(&job.admin_comment) {
+        return gang.members.into_iter().map(|pod| (pod, job.clone())).collect();
+    }
+    ArrayLink::parse(&job.admin_comment).map(|array| array.placeholders(job)).unwrap_or_default()
+}
+
+/// `<pod>:<uid>,<pod>:<uid>...`: several pods of one namespace in a link.
+fn render_members(members: &[PodKey]) -> String {
+    let members: Vec<String> = members.iter().map(|pod| format!("{}:{}", pod.name, pod.uid)).collect();
+    members.join(",")
+}
+
+/// The pods of a [`render_members`] list in `namespace`; none if any is malformed or there are none.
+fn parse_members(namespace: &str, members: &str) -> Option<Vec<PodKey>> {
+    let members: Option<Vec<PodKey>> = members
+        .split(',')
+        .map(|member| {
+            let (name, uid) = member.split_once(':')?;
+            (!name.is_empty() && !uid.is_empty()).then(|| PodKey {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                uid: uid.to_owned(),
+            })
+        })
+        .collect();
+    members.filter(|members| !members.is_empty())
+}
+
+/// Whether the host cancelled this job to replace it with another for the same pod.
+pub fn is_replaced(job: &crate::slurm::Job) -> bool {
+    job.admin_comment.ends_with(REPLACED_MARK)
+}
+
+/// The `admin_comment` of an immediate allocation attempt.
+pub fn attempt(admin_comment: &str) -> String {
+    format!("{admin_comment}{ATTEMPT_MARK}")
+}
+
+/// Whether a job is an immediate allocation Slurm refused (it ended without ever holding a node).
+pub fn is_refused_attempt(job: &crate::slurm::Job) -> bool {
+    job.admin_comment.contains(ATTEMPT_MARK) && job.nodes.is_empty() && job.state() == crate::slurm::JobState::Ended
+}
+
+/// The `admin_comment` that marks a job as replaced (see [`is_replaced`]).
+pub fn replaced(admin_comment: &str) -> String {
+    if admin_comment.ends_with(REPLACED_MARK) {
+        admin_comment.to_owned()
+    } else {
+        format!("{admin_comment}{REPLACED_MARK}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_names_its_pod_and_nothing_else_does() {
+        let key = PodKey { namespace: "ml".into(), name: "train-0".into(), uid: "1234-abcd".into() };
+        assert_eq!(PodKey::from_link(&key.link()), Some(key.clone()));
+        assert_eq!(PodKey::from_link("set by an admin"), None);
+        assert_eq!(PodKey::from_link("sunk.dev/pod=ns//uid"), None);
+        let replaced = crate::slurm::Job { admin_comment: super::replaced(&key.link()), ..Default::default() };
+        assert_eq!(PodKey::from_link(&replaced.admin_comment), Some(key.clone()));
+        assert!(is_replaced(&replaced));
+        assert_eq!(super::replaced(&replaced.admin_comment), replaced.admin_comment);
+        let refused = crate::slurm::Job {
+            admin_comment: attempt(&key.link()),
+            job_state: vec!["FAILED".into()],
+            ..Default::default()
+        };
+        assert!(is_refused_attempt(&refused));
+        assert_eq!(PodKey::from_link(&refused.admin_comment), Some(key.clone()));
+        let granted = crate::slurm::Job { nodes: "n1".into(), ..refused };
+        assert!(!is_refused_attempt(&granted), "an allocation that ran ends its pod as any job does");
+        assert!(!is_replaced(&crate::slurm::Job { admin_comment: key.link(), ..Default::default() }));
+    }
+}
