@@ -8,7 +8,7 @@ use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
 use super::link;
 use super::timing::RETRY;
-use super::{Context, Error, conditions, submit};
+use super::{Context, Error, conditions, exclusions};
 use crate::slurm::{JobUpdate, expand_hostlist};
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
@@ -25,13 +25,13 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// slurmctld refuses to update a job whose excluded nodes name a node deleted since: such a job
 /// cannot be marked, so it is cancelled and its successor submitted in the same pass (a host dying
 /// between the two would see a cancelled job and delete the pod, for its owner to recreate).
-pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Action, Error> {
+pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Replaced, Error> {
     let job_id = placeholder.job.target();
     let marked_comment = link::replaced(&placeholder.job.admin_comment);
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
     let marked = match ctx.slurm.update_job(&job_id, &mark).await {
         Ok(()) => true,
-        Err(error) if submit::names_a_vanished_node(&error) => false,
+        Err(error) if exclusions::names_a_vanished_node(&error) => false,
         Err(error) => return Err(error.into()),
     };
     ctx.slurm.cancel(&job_id).await?;
@@ -39,10 +39,18 @@ pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &
     let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
     tracing::info!(pod = %placeholder.pod.name, "{note}");
     ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
-    if marked || super::gang::is_gang(&placeholder.job) {
-        return Ok(Action::requeue(RETRY));
+    if marked || link::is_gang(&placeholder.job) {
+        return Ok(Replaced::LookAgain(Action::requeue(RETRY)));
     }
-    submit::submit(pod, placeholder.pod.clone(), ctx).await
+    Ok(Replaced::SubmitNow)
+}
+
+/// What follows a replaced job.
+pub enum Replaced {
+    /// The pod's next pass submits its new job (the old one is marked as replaced).
+    LookAgain(Action),
+    /// The old job could not be marked: its successor must be submitted in this pass.
+    SubmitNow,
 }
 
 pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {

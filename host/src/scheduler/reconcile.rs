@@ -113,13 +113,16 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         }
         (Some(placeholder), None) => match placeholder.job.state() {
             JobState::Running => match bind::misplaced(&pod, placeholder, &ctx) {
-                Some(why) => bind::replace(&pod, placeholder, &ctx, &why).await,
-                None if gang::is_gang(&placeholder.job) => gang::bind(&pod, placeholder, &ctx).await,
+                Some(why) => match bind::replace(&pod, placeholder, &ctx, &why).await? {
+                    bind::Replaced::LookAgain(action) => Ok(action),
+                    bind::Replaced::SubmitNow => submit::submit(&pod, placeholder.pod.clone(), &ctx).await,
+                },
+                None if link::is_gang(&placeholder.job) => gang::bind(&pod, placeholder, &ctx).await,
                 None => bind::bind(&pod, placeholder, &ctx).await,
             },
             state => {
                 // A gang's exclusions are fixed at submission (its members may differ).
-                if state == JobState::Pending && !gang::is_gang(&placeholder.job) {
+                if state == JobState::Pending && !link::is_gang(&placeholder.job) {
                     submit::keep_placement(&pod, placeholder, &ctx).await?;
                 }
                 let mut message = format!("waiting for Slurm: job {}", describe(&placeholder.job));

@@ -23,9 +23,6 @@ use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError};
 /// How soon a pod looks again when Slurm's nodes could not be read.
 const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
 
-/// ESLURM_INVALID_NODE_NAME: a node named in the job vanished since the last listing.
-pub const INVALID_NODE_NAME: i64 = 2018;
-
 pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
     let mut request = match map(pod, ctx).await? {
         Ok(request) => request,
@@ -118,7 +115,7 @@ async fn submitted(pod: &Pod, job: &str, ctx: &Context) -> Result<Action, Error>
 /// What to do when a submission failed; `None` for an error that is the reconcile's own.
 async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Option<Action>, Error> {
     match error {
-        error if names_a_vanished_node(error) => {
+        error if exclusions::names_a_vanished_node(error) => {
             tracing::info!(pod = %key.name, %error, "a node named in the job vanished; trying again");
             Ok(Some(Action::requeue(RETRY)))
         }
@@ -216,15 +213,6 @@ async fn placement(pod: &Pod, ctx: &Context) -> Result<Result<Verdict, Action>, 
             // Usually a moment (the first listing after a start, one failed poll): look again soon.
             Ok(Err(Action::requeue(UNREADABLE_RECHECK)))
         }
-    }
-}
-
-pub fn names_a_vanished_node(error: &SlurmError) -> bool {
-    match error {
-        SlurmError::Api { errors, .. } | SlurmError::NotSubmitted(errors) => {
-            errors.iter().any(|e| e.error_number == INVALID_NODE_NAME)
-        }
-        _ => false,
     }
 }
 

@@ -190,7 +190,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
 /// marked replaced, so the other members stay Pending for a new job (bound members, whose job ran, go
 /// with it). A failed mark only costs those members: they are deleted as for a running gang.
 pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder: &Placeholder) {
-    if !is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
+    if !link::is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
         return;
     }
     let mark = crate::slurm::JobUpdate {
@@ -203,10 +203,6 @@ pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder
 }
 
 /// Whether a job is a gang's.
-pub fn is_gang(job: &crate::slurm::Job) -> bool {
-    GangLink::parse(&job.admin_comment).is_some()
-}
-
 /// The group's unbound pods that are not leaving, oldest first (then by name).
 fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod>> {
     let mut members: Vec<Arc<Pod>> = ctx

@@ -63,6 +63,11 @@ pub fn linked(job: &crate::slurm::Job) -> Vec<(PodKey, crate::slurm::Job)> {
     ArrayLink::parse(&job.admin_comment).map(|array| array.placeholders(job)).unwrap_or_default()
 }
 
+/// Whether the job is a gang's (one job for every member of a pod group).
+pub fn is_gang(job: &crate::slurm::Job) -> bool {
+    GangLink::parse(&job.admin_comment).is_some()
+}
+
 /// `<pod>:<uid>,<pod>:<uid>...`: several pods of one namespace in a link.
 fn render_members(members: &[PodKey]) -> String {
     let members: Vec<String> = members.iter().map(|pod| format!("{}:{}", pod.name, pod.uid)).collect();
