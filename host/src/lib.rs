@@ -18,3 +18,4 @@ pub use sunk_slurm as slurm;
 pub mod scheduler;
 pub mod syncer;
 pub mod tls;
+pub mod vocabulary;

@@ -9,8 +9,7 @@ use crate::policy::{
 };
 use crate::slurm;
 
-/// Every drain sunk sets starts with this, so only those are ever undone.
-pub const OWNED_PREFIX: &str = "k8s:";
+pub use crate::vocabulary::OWNED_DRAIN_PREFIX;
 
 /// What the policy is told about the node: the Kubernetes Node (if it still exists) and Slurm's view.
 pub fn node_context(slurm_node: &str, kube_node: Option<&Node>, slurm: Option<&slurm::Node>) -> NodeContext {
@@ -49,13 +48,13 @@ pub fn termination_event(namespace: &str, pod: &str, why: &str, node: NodeContex
 pub fn reason(decision: Result<DrainDecision, PolicyError>, input: &NodeEventInput) -> Result<String, PolicyError> {
     let fallback = || match &input.event {
         NodeEvent::PodTerminating(pod) => {
-            format!("{OWNED_PREFIX} slurmd pod {}/{} terminating", pod.namespace, pod.name)
+            format!("{OWNED_DRAIN_PREFIX} slurmd pod {}/{} terminating", pod.namespace, pod.name)
         }
-        _ => format!("{OWNED_PREFIX} slurmd pod terminating"),
+        _ => format!("{OWNED_DRAIN_PREFIX} slurmd pod terminating"),
     };
     Ok(match decision?.action {
-        NodeAction::Drain(reason) if reason.starts_with(OWNED_PREFIX) => reason,
-        NodeAction::Drain(reason) => format!("{OWNED_PREFIX} {reason}"),
+        NodeAction::Drain(reason) if reason.starts_with(OWNED_DRAIN_PREFIX) => reason,
+        NodeAction::Drain(reason) => format!("{OWNED_DRAIN_PREFIX} {reason}"),
         NodeAction::Keep | NodeAction::Resume => fallback(),
     })
 }

@@ -28,9 +28,9 @@ mod targets;
 
 pub use claims::NodeSetKey;
 pub use controller::{Config, run};
-pub use drain_reason::{OWNED_PREFIX, node_context};
+pub use drain_reason::{OWNED_DRAIN_PREFIX, node_context};
 pub use naming::{
-    CONF_ANNOTATION, DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION, FINALIZER, NODESET_LABEL, REVISION_LABEL,
+    CONF_ANNOTATION, DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION, NODESET_FINALIZER, NODESET_LABEL, REVISION_LABEL,
     SLURM_NODE_LABEL, pod_name, slurm_node_name,
 };
 pub use owner::SlurmNodeOwner;

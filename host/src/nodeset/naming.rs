@@ -3,20 +3,10 @@
 
 use sha2::{Digest, Sha256};
 
-pub use crate::scheduler::SLURM_NODE_LABEL;
-
-/// Label on a slurmd pod: the NodeSet it belongs to.
-pub const NODESET_LABEL: &str = "sunk.dev/nodeset";
-/// Label on a slurmd pod: the NodeSet revision it was built from.
-pub const REVISION_LABEL: &str = "sunk.dev/revision";
-/// Annotation on a slurmd pod: the `--conf` its slurmd registered with (it also depends on the Node).
-pub const CONF_ANNOTATION: &str = "sunk.dev/slurmd-conf";
-/// Annotations on a slurmd pod the NodeSet is removing: when it asked Slurm to drain the node, and
-/// the reason it gave, so a restarted host keeps the deadline and undoes only its own drain.
-pub const DRAIN_SINCE_ANNOTATION: &str = "sunk.dev/nodeset-drain-since";
-pub const DRAIN_REASON_ANNOTATION: &str = "sunk.dev/nodeset-drain-reason";
-/// Finalizer that keeps a deleted NodeSet until its Slurm nodes are drained and removed.
-pub const FINALIZER: &str = "sunk.dev/nodeset-cleanup";
+pub use crate::vocabulary::{
+    CONF_ANNOTATION, DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION, NODESET_FINALIZER, NODESET_LABEL, REVISION_LABEL,
+    SLURM_NODE_LABEL,
+};
 
 /// Longest Slurm node name (a host name label).
 const MAX_NAME: usize = 63;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::context::{Context, Error};
 use super::executor::{self, Pass};
-use super::naming::FINALIZER;
+use super::naming::NODESET_FINALIZER;
 use super::observed::ObservedPod;
 use super::plan::PlanInput;
 use super::planner;
@@ -36,10 +36,10 @@ pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
     let deleting = nodeset.metadata.deletion_timestamp.is_some();
-    if deleting && !nodeset.finalizers().iter().any(|f| f == FINALIZER) {
+    if deleting && !nodeset.finalizers().iter().any(|f| f == NODESET_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if !deleting && !nodeset.finalizers().iter().any(|f| f == FINALIZER) {
+    if !deleting && !nodeset.finalizers().iter().any(|f| f == NODESET_FINALIZER) {
         set_finalizer(&ctx, &nodeset, true).await?;
     }
     let name = nodeset.name_any();
@@ -167,9 +167,10 @@ async fn write_status(
 
 /// Adds or removes the cleanup finalizer, guarded by the resource version it was computed from.
 async fn set_finalizer(ctx: &Context, nodeset: &NodeSet, present: bool) -> Result<(), Error> {
-    let mut finalizers: Vec<String> = nodeset.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+    let mut finalizers: Vec<String> =
+        nodeset.finalizers().iter().filter(|f| *f != NODESET_FINALIZER).cloned().collect();
     if present {
-        finalizers.push(FINALIZER.to_owned());
+        finalizers.push(NODESET_FINALIZER.to_owned());
     }
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": nodeset.resource_version()}});
     let api = Api::<NodeSet>::namespaced(ctx.client.clone(), &nodeset.namespace().unwrap_or_default());

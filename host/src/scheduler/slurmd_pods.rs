@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 
-/// Label on a slurmd pod whose value is the name of the Slurm node it runs.
-pub const SLURM_NODE_LABEL: &str = "sunk.dev/slurm-node";
+pub use crate::vocabulary::SLURM_NODE_LABEL;
 
 /// A cached view of the slurmd pods.
 #[derive(Clone)]

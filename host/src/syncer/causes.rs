@@ -9,8 +9,7 @@ use kube::ResourceExt;
 
 use crate::policy::{Condition, ConditionChange, Cordon, LabelChange, NodeEvent, PodTermination};
 
-/// Node label an operator sets to drain the Slurm node (its value says why, e.g. `bad-dimm`).
-pub const DRAIN_LABEL: &str = "sunk.dev/drain";
+pub use crate::vocabulary::DRAIN_LABEL;
 
 /// One present cause: a stable key (recorded on the pod when it drains the node) and its event.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@ use crate::slurm;
 use super::causes::Cause;
 
 /// Every drain sunk sets starts with this, so only those are ever undone.
-pub use crate::nodeset::OWNED_PREFIX;
+pub use crate::nodeset::OWNED_DRAIN_PREFIX;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -63,7 +63,7 @@ pub fn decide(
     let drained = flags.is_draining();
     let reason = input.slurm.reason.as_str();
     let nothing = |annotations| Ok(Decided { action: Action::Nothing, annotations });
-    if input.nodeset_owned || (drained && !reason.starts_with(OWNED_PREFIX)) {
+    if input.nodeset_owned || (drained && !reason.starts_with(OWNED_DRAIN_PREFIX)) {
         return nothing(annotations);
     }
     let action = match wanted {
@@ -93,7 +93,7 @@ pub fn decide(
 }
 
 fn owned(reason: String) -> String {
-    if reason.starts_with(OWNED_PREFIX) { reason } else { format!("{OWNED_PREFIX} {reason}") }
+    crate::vocabulary::owned_drain(reason)
 }
 
 #[cfg(test)]

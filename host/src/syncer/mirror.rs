@@ -9,20 +9,11 @@ use serde_json::{Value, json};
 
 use crate::slurm;
 
-/// Pod annotations mirroring Slurm: its state flags joined by `+`, and the drain reason.
-pub const STATE_ANNOTATION: &str = "sunk.dev/slurm-state";
-pub const DRAIN_ANNOTATION: &str = "sunk.dev/drain";
-/// The drain annotation CoreWeave's SUNK sets, for users migrating from it.
-pub const LEGACY_DRAIN_ANNOTATION: &str = "sunk.coreweave.com/drain";
-/// Pod annotation: the cause the Syncer drained the Slurm node for (its own memory, not a mirror).
-pub const DRAINED_FOR_ANNOTATION: &str = "sunk.dev/drained-for";
-
-const POD_CONDITION_PREFIX: &str = "SlurmNode";
+pub use crate::vocabulary::{DRAIN_ANNOTATION, DRAINED_FOR_ANNOTATION, LEGACY_DRAIN_ANNOTATION, STATE_ANNOTATION};
+use crate::vocabulary::{NODE_CONDITIONS, POD_CONDITION_PREFIX};
 /// Slurm state flags shown as pod conditions (`SlurmNodeDrain`, ...); the rest are bookkeeping.
 const FLAG_CONDITIONS: &[&str] =
     &["COMPLETING", "DRAIN", "FAIL", "INVALID", "INVALID_REG", "MAINTENANCE", "NOT_RESPONDING", "UNDRAIN"];
-/// Node conditions, each True when the Slurm node has the flag.
-const NODE_CONDITIONS: &[(&str, &str)] = &[("SlurmDrain", "DRAIN"), ("SlurmNotResponding", "NOT_RESPONDING")];
 
 /// `NOT_RESPONDING` -> `NotResponding`.
 fn camel(flag: &str) -> String {

@@ -75,7 +75,7 @@ pub fn run(args: PushArgs) -> Result<()> {
     runtime()?.block_on(async {
         let client = crate::kube::connect(args.cluster.kubeconfig.as_deref()).await?;
         let namespace = &args.cluster.namespace;
-        let labels = BTreeMap::from([("sunk.dev/policy-module".to_owned(), name.clone())]);
+        let labels = BTreeMap::from([(crate::vocabulary::POLICY_MODULE_LABEL.to_owned(), name.clone())]);
         let map = ConfigMap {
             metadata: ObjectMeta { name: Some(configmap.clone()), labels: Some(labels), ..Default::default() },
             binary_data: Some(BTreeMap::from([(MODULE_KEY.to_owned(), ByteString(bytes))])),

@@ -9,9 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, ResourceExt};
 
-pub const GROUP_LABEL: &str = "sunk.dev/pod-group";
-pub const SIZE_KEY: &str = "sunk.dev/pod-group-size";
-pub const COSCHEDULING_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+pub use crate::vocabulary::{COSCHEDULING_POD_GROUP_LABEL, POD_GROUP_LABEL, POD_GROUP_SIZE};
 /// The most members one gang may have (one Slurm node each).
 pub const MAX_SIZE: u32 = 1024;
 
@@ -26,17 +24,17 @@ pub struct Group {
 /// The group a pod belongs to, if any (`sunk.dev/pod-group` wins over the coscheduling label).
 pub fn group_of(pod: &Pod) -> Option<Group> {
     let labels = pod.labels();
-    [GROUP_LABEL, COSCHEDULING_LABEL].into_iter().find_map(|label| {
+    [POD_GROUP_LABEL, COSCHEDULING_POD_GROUP_LABEL].into_iter().find_map(|label| {
         labels.get(label).filter(|name| !name.is_empty()).map(|name| Group { name: name.clone(), label })
     })
 }
 
 /// The size the pod's own label or annotation gives, or what is wrong with it.
 pub fn size_on_pod(pod: &Pod) -> Result<u32, String> {
-    let value = pod.labels().get(SIZE_KEY).or_else(|| pod.annotations().get(SIZE_KEY));
+    let value = pod.labels().get(POD_GROUP_SIZE).or_else(|| pod.annotations().get(POD_GROUP_SIZE));
     let Some(value) = value else {
         return Err(format!(
-            "{SIZE_KEY} is missing: set it (as a label or an annotation) to the number of pods in the group"
+            "{POD_GROUP_SIZE} is missing: set it (as a label or an annotation) to the number of pods in the group"
         ));
     };
     value
@@ -44,12 +42,12 @@ pub fn size_on_pod(pod: &Pod) -> Result<u32, String> {
         .parse::<u32>()
         .ok()
         .filter(|size| (1..=MAX_SIZE).contains(size))
-        .ok_or_else(|| format!("{SIZE_KEY} is {value:?}: it must be a whole number from 1 to {MAX_SIZE}"))
+        .ok_or_else(|| format!("{POD_GROUP_SIZE} is {value:?}: it must be a whole number from 1 to {MAX_SIZE}"))
 }
 
 /// The group's size: the coscheduling PodGroup's `minMember` when there is one, else the pod's own.
 pub async fn size(client: &Client, pod: &Pod, group: &Group) -> Result<u32, String> {
-    if group.label == COSCHEDULING_LABEL
+    if group.label == COSCHEDULING_POD_GROUP_LABEL
         && let Some(min_member) = pod_group_min_member(client, &pod.namespace().unwrap_or_default(), &group.name).await
     {
         return u32::try_from(min_member)
@@ -95,20 +93,21 @@ mod tests {
 
     #[test]
     fn the_sunk_label_wins_over_the_coscheduling_one() {
-        let both = pod(serde_json::json!({GROUP_LABEL: "a", COSCHEDULING_LABEL: "b"}), serde_json::json!({}));
-        assert_eq!(group_of(&both), Some(Group { name: "a".into(), label: GROUP_LABEL }));
-        let cosched = pod(serde_json::json!({COSCHEDULING_LABEL: "b"}), serde_json::json!({}));
-        assert_eq!(group_of(&cosched).unwrap().label, COSCHEDULING_LABEL);
+        let both =
+            pod(serde_json::json!({POD_GROUP_LABEL: "a", COSCHEDULING_POD_GROUP_LABEL: "b"}), serde_json::json!({}));
+        assert_eq!(group_of(&both), Some(Group { name: "a".into(), label: POD_GROUP_LABEL }));
+        let cosched = pod(serde_json::json!({COSCHEDULING_POD_GROUP_LABEL: "b"}), serde_json::json!({}));
+        assert_eq!(group_of(&cosched).unwrap().label, COSCHEDULING_POD_GROUP_LABEL);
         assert_eq!(group_of(&pod(serde_json::json!({}), serde_json::json!({}))), None);
     }
 
     #[test]
     fn the_size_comes_from_a_label_or_an_annotation() {
-        assert_eq!(size_on_pod(&pod(serde_json::json!({SIZE_KEY: "2"}), serde_json::json!({}))), Ok(2));
-        assert_eq!(size_on_pod(&pod(serde_json::json!({}), serde_json::json!({SIZE_KEY: " 3 "}))), Ok(3));
+        assert_eq!(size_on_pod(&pod(serde_json::json!({POD_GROUP_SIZE: "2"}), serde_json::json!({}))), Ok(2));
+        assert_eq!(size_on_pod(&pod(serde_json::json!({}), serde_json::json!({POD_GROUP_SIZE: " 3 "}))), Ok(3));
         for bad in ["0", "two", "-1", "5000"] {
-            let error = size_on_pod(&pod(serde_json::json!({SIZE_KEY: bad}), serde_json::json!({}))).unwrap_err();
-            assert!(error.contains(SIZE_KEY), "{error}");
+            let error = size_on_pod(&pod(serde_json::json!({POD_GROUP_SIZE: bad}), serde_json::json!({}))).unwrap_err();
+            assert!(error.contains(POD_GROUP_SIZE), "{error}");
         }
         assert!(size_on_pod(&pod(serde_json::json!({}), serde_json::json!({}))).unwrap_err().contains("missing"));
     }

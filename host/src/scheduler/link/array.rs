@@ -7,7 +7,7 @@ use super::PodKey;
 use super::{parse_members, render_members};
 use crate::slurm::{Job, NoValue};
 
-const PREFIX: &str = "sunk.dev/array=";
+use crate::vocabulary::ARRAY_LINK;
 
 /// An array job's link: task `i` stands for `members[i]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,12 +18,12 @@ pub struct ArrayLink {
 
 impl ArrayLink {
     pub fn render(&self) -> String {
-        format!("{PREFIX}{}/{}", self.namespace, render_members(&self.members))
+        format!("{ARRAY_LINK}{}/{}", self.namespace, render_members(&self.members))
     }
 
     /// The link in a job's `admin_comment`, if the job is one of sunk's arrays (a `;mark` is ignored).
     pub fn parse(admin_comment: &str) -> Option<Self> {
-        let rest = admin_comment.strip_prefix(PREFIX)?;
+        let rest = admin_comment.strip_prefix(ARRAY_LINK)?;
         let rest = rest.split_once(';').map_or(rest, |(link, _mark)| link);
         let (namespace, members) = rest.split_once('/')?;
         let members = parse_members(namespace, members)?;

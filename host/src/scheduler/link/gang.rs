@@ -5,7 +5,7 @@
 use super::PodKey;
 use super::{parse_members, render_members};
 
-const PREFIX: &str = "sunk.dev/gang=";
+use crate::vocabulary::GANG_LINK;
 
 /// A gang job's link: its namespace, group and members, in the order their nodes are given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +21,12 @@ impl GangLink {
     }
 
     pub fn render(&self) -> String {
-        format!("{PREFIX}{}/{}/{}", self.namespace, self.group, render_members(&self.members))
+        format!("{GANG_LINK}{}/{}/{}", self.namespace, self.group, render_members(&self.members))
     }
 
     /// The link in a job's `admin_comment`, if the job is a gang's (a `;mark` after it is ignored).
     pub fn parse(admin_comment: &str) -> Option<Self> {
-        let rest = admin_comment.strip_prefix(PREFIX)?;
+        let rest = admin_comment.strip_prefix(GANG_LINK)?;
         let rest = rest.split_once(';').map_or(rest, |(link, _mark)| link);
         let mut parts = rest.splitn(3, '/');
         let (namespace, group, members) = (parts.next()?, parts.next()?, parts.next()?);

@@ -9,13 +9,7 @@ mod gang;
 pub use array::ArrayLink;
 pub use gang::GangLink;
 
-const LINK_PREFIX: &str = "sunk.dev/pod=";
-/// Appended to the link of a job the host cancelled to submit a better placed one: when it has
-/// ended, the pod is not deleted but gets a new job.
-const REPLACED_MARK: &str = ";replaced";
-/// Appended to the link of an immediate allocation: Slurm keeps a refused one as a FAILED job that
-/// never held a node, which must not count as the pod's job having failed.
-const ATTEMPT_MARK: &str = ";immediate";
+use crate::vocabulary::{ATTEMPT_MARK, POD_LINK, REPLACED_MARK};
 
 /// The pod a placeholder job stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -28,12 +22,12 @@ pub struct PodKey {
 impl PodKey {
     /// The `admin_comment` that ties a job to this pod.
     pub fn link(&self) -> String {
-        format!("{LINK_PREFIX}{}/{}/{}", self.namespace, self.name, self.uid)
+        format!("{POD_LINK}{}/{}/{}", self.namespace, self.name, self.uid)
     }
 
     /// The pod a job's `admin_comment` names, if the job is one of sunk's placeholders.
     pub fn from_link(admin_comment: &str) -> Option<Self> {
-        let rest = admin_comment.strip_prefix(LINK_PREFIX)?;
+        let rest = admin_comment.strip_prefix(POD_LINK)?;
         let rest = rest.split_once(';').map_or(rest, |(link, _mark)| link);
         let mut parts = rest.splitn(3, '/');
         let (namespace, name, uid) = (parts.next()?, parts.next()?, parts.next()?);
