@@ -4,6 +4,7 @@
 mod batch;
 mod bind;
 mod conditions;
+mod decide;
 mod exclusions;
 mod fast_path;
 mod gang;

@@ -1,18 +1,22 @@
-//! One pass over one pod: make Slurm and Kubernetes agree about it.
+//! One pass over one pod: make Slurm and Kubernetes agree about it, as observe -> decide -> act.
 //!
-//! The pod's placeholder job is the source of truth. No job yet: ask the policy and submit one.
-//! Pending: say so on the pod. Running: bind the pod where Slurm put it. Over: delete the pod.
+//! `observe` gathers the [`Facts`] (the pod, its placeholder jobs from the job cache, what Slurm and
+//! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`], and `act` carries
+//! it out. The pod's placeholder job is the source of truth. No job yet: ask the policy and submit
+//! one. Pending: say so on the pod. Running: bind the pod where Slurm put it. Over: delete the pod.
 //! Pod leaving: cancel the job. Everything is re-derived from the pod and the job cache, so a
 //! restart at any point resumes where it stopped.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::conditions::WaitReason;
+use super::decide::{Facts, Next, decide, describe};
 use super::job_cache::Placeholder;
 use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
@@ -22,19 +26,6 @@ use super::{Context, Error, bind, conditions, gang, preemption, submit};
 use crate::slurm::JobState;
 
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let unbound = pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none());
-    if unbound
-        && leaving(&pod).is_none()
-        && let Some(why) = ctx.jobs.unreachable(SLURM_PATIENCE)
-    {
-        let message = format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd");
-        conditions::waiting(&ctx, &pod, WaitReason::SlurmUnreachable, &message).await?;
-        return Ok(Action::requeue(RETRY));
-    }
-    // Before the first full job listing, "no job" only means "not known yet".
-    if !ctx.jobs.is_listed() {
-        return Ok(Action::requeue(Duration::from_millis(500)));
-    }
     let key = PodKey {
         namespace: pod.namespace().unwrap_or_default(),
         name: pod.name_any(),
@@ -49,114 +40,133 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         // after all), the one on the pod's Node is the pod's; the other is the duplicate.
         live.sort_by_key(|p| ctx.slurmd.kube_node_of(&p.job.nodes).as_ref() != Some(node));
     }
-
-    if let Some(why) = leaving(&pod) {
-        if !live.is_empty() && still_running_on_its_node(&pod) {
-            // The kubelet still counts the pod on its Node: the allocation stays the pod's until its
-            // containers stop, so the next pod Slurm puts there is not refused for lack of room. (Once
-            // the pod is gone, the orphan sweep cancels the job if no pass did.)
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
-        for placeholder in &live {
-            gang::keep_members_waiting(&ctx.slurm, placeholder).await;
-            cancel(&ctx, placeholder, &why).await?;
-            let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
-            ctx.writer.event(&pod, false, "SlurmJobCancelled", "Cancel", note).await;
-        }
-        return Ok(Action::await_change());
-    }
-    // One pod, one job: should a second ever appear, the oldest wins (for a bound pod, the one on its
-    // Node).
-    for duplicate in live.iter().skip(1) {
-        cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
-    }
     // A job the host cancelled to replace it, or an immediate allocation Slurm refused, never ends the pod.
     let ended: Vec<_> =
         ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_refused_attempt(&p.job)).collect();
-    match (live.first(), bound_to) {
-        (None, None) if ended.is_empty() => {
-            if ctx.jobs.in_doubt(&key.uid) {
+    let facts = observe(&pod, &key, &live, &ended, bound_to.as_deref(), &ctx);
+    act(&pod, key, decide(&facts), &ctx).await
+}
+
+/// What the pass knows: the pod, its jobs (`live`, `ended`), and what Slurm and the host have seen.
+fn observe<'a>(
+    pod: &Pod,
+    key: &PodKey,
+    live: &'a [Placeholder],
+    ended: &'a [Placeholder],
+    bound_to: Option<&'a str>,
+    ctx: &Context,
+) -> Facts<'a> {
+    let first = live.first();
+    let running_unbound = bound_to.is_none() && first.is_some_and(|p| p.job.state() == JobState::Running);
+    // Asked only where the decision reads it: it starts the patience of a preemptor not seen yet.
+    let taken_by_slurm = match (first, bound_to) {
+        (None, _) => ended.last().and_then(|p| preemption::taken_by_slurm(pod, &p.job, ctx)),
+        (Some(p), Some(_)) if p.job.state() == JobState::Pending => preemption::taken_by_slurm(pod, &p.job, ctx),
+        _ => None,
+    };
+    Facts {
+        leaving: leaving(pod),
+        bound_to,
+        slurm_unreachable: ctx.jobs.unreachable(SLURM_PATIENCE),
+        jobs_listed: ctx.jobs.is_listed(),
+        live,
+        ended,
+        containers_may_run: still_running_on_its_node(pod),
+        submission_in_doubt: ctx.jobs.in_doubt(&key.uid),
+        refused_for: ctx
+            .jobs
+            .recent_refusal(&key.uid, RECHECK)
+            .map(|refusal| RECHECK.saturating_sub(refusal.elapsed())),
+        group: gang::group_of(pod),
+        misplaced: first.filter(|_| running_unbound).and_then(|p| bind::misplaced(pod, p, ctx)),
+        taken_by_slurm,
+    }
+}
+
+/// Carries a decision out.
+fn act<'a>(pod: &'a Pod, key: PodKey, next: Next<'a>, ctx: &'a Context) -> BoxFuture<'a, Result<Action, Error>> {
+    Box::pin(async move {
+        match next {
+            Next::WaitForSlurm(message) => {
+                conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
+                Ok(Action::requeue(RETRY))
+            }
+            Next::AwaitFirstListing => Ok(Action::requeue(Duration::from_millis(500))),
+            Next::AwaitContainersStopped => Ok(Action::requeue(Duration::from_secs(1))),
+            Next::CancelForLeaving { live, why } => {
+                for placeholder in live {
+                    gang::keep_members_waiting(&ctx.slurm, placeholder).await;
+                    cancel(ctx, placeholder, &why).await?;
+                    let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
+                    ctx.writer.event(pod, false, "SlurmJobCancelled", "Cancel", note).await;
+                }
+                Ok(Action::await_change())
+            }
+            Next::CancelDuplicates { duplicates, then } => {
+                for duplicate in duplicates {
+                    cancel(ctx, duplicate, "a duplicate placeholder for the same pod").await?;
+                }
+                act(pod, key, *then, ctx).await
+            }
+            Next::LookAgainIn(wait) => Ok(Action::requeue(wait)),
+            Next::Submit => submit::submit(pod, key, ctx).await,
+            Next::SubmitGang(group) => gang::submit(pod, &group, ctx).await,
+            Next::Failed(job) => {
+                // The pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
                 let message =
-                    "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again";
-                conditions::waiting(&ctx, &pod, WaitReason::SlurmUnreachable, message).await?;
-                return Ok(Action::requeue(RETRY));
+                    format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
+                conditions::waiting(ctx, pod, WaitReason::SlurmJobFailed, &message).await?;
+                Ok(Action::await_change())
             }
-            if let Some(refusal) = ctx.jobs.recent_refusal(&key.uid, RECHECK) {
-                // Slurm refused this pod moments ago; a pod update must not resubmit at once.
-                return Ok(Action::requeue(RECHECK.saturating_sub(refusal.elapsed())));
+            Next::PreemptedBySlurm { requeued, taken } => preempted_by_slurm(pod, requeued, taken, ctx).await,
+            Next::DeleteEnded(why) => {
+                ctx.writer.event(pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
+                ctx.writer.delete(pod).await?;
+                Ok(Action::await_change())
             }
-            match gang::group_of(&pod) {
-                Some(group) => gang::submit(&pod, &group, &ctx).await,
-                None => submit::submit(&pod, key, &ctx).await,
-            }
-        }
-        (None, None) if ended.last().is_some_and(|p| !withdrawn(&p.job)) => {
-            // The job failed before it ever held a node (e.g. a constraint no node can meet): the
-            // pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
-            let job = &ended.last().expect("checked above").job;
-            let message =
-                format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
-            conditions::waiting(&ctx, &pod, WaitReason::SlurmJobFailed, &message).await?;
-            Ok(Action::await_change())
-        }
-        (None, _) => {
-            if let Some(taken) = ended.last().and_then(|p| preemption::taken_by_slurm(&pod, &p.job, &ctx)) {
-                return preempted_by_slurm(&pod, None, taken, &ctx).await;
-            }
-            let why = match ended.last() {
-                Some(p) => format!("Slurm job {} ended", describe(&p.job)),
-                None => "its Slurm job no longer exists".to_string(),
-            };
-            ctx.writer.event(&pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
-            ctx.writer.delete(&pod).await?;
-            Ok(Action::await_change())
-        }
-        (Some(placeholder), None) => match placeholder.job.state() {
-            JobState::Running => match bind::misplaced(&pod, placeholder, &ctx) {
-                Some(why) => match bind::replace(&pod, placeholder, &ctx, &why).await? {
-                    bind::Replaced::LookAgain(action) => Ok(action),
-                    bind::Replaced::SubmitNow => submit::submit(&pod, placeholder.pod.clone(), &ctx).await,
-                },
-                None if link::is_gang(&placeholder.job) => gang::bind(&pod, placeholder, &ctx).await,
-                None => bind::bind(&pod, placeholder, &ctx).await,
+            Next::Replace { placeholder, why } => match bind::replace(pod, placeholder, ctx, &why).await? {
+                bind::Replaced::LookAgain(action) => Ok(action),
+                bind::Replaced::SubmitNow => submit::submit(pod, placeholder.pod.clone(), ctx).await,
             },
-            state => {
-                // A gang's exclusions are fixed at submission (its members may differ).
-                if state == JobState::Pending && !link::is_gang(&placeholder.job) {
-                    submit::keep_placement(&pod, placeholder, &ctx).await?;
-                }
-                let mut message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
-                let mut look_again = RECHECK;
-                if state == JobState::Pending
-                    && let Some(outcome) = preemption::consider(&pod, placeholder, &ctx).await?
-                {
-                    message = format!("{message}; {}", outcome.note);
-                    if outcome.look_again_soon {
-                        look_again = RETRY;
-                    }
-                }
-                let reason = conditions::pending_reason(&placeholder.job.state_reason);
-                conditions::waiting(&ctx, &pod, reason, &message).await?;
-                Ok(Action::requeue(look_again))
-            }
-        },
-        (Some(placeholder), Some(node)) => {
-            if placeholder.job.state() == JobState::Pending {
-                // Requeued (e.g. preempted): the allocation the pod was bound to is gone.
-                if let Some(taken) = preemption::taken_by_slurm(&pod, &placeholder.job, &ctx) {
-                    return preempted_by_slurm(&pod, Some(placeholder), taken, &ctx).await;
-                }
+            Next::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
+            Next::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
+            Next::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
+            Next::DeleteRequeued { placeholder, node } => {
                 let note = format!(
                     "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
                     placeholder.job.target()
                 );
-                ctx.writer.event(&pod, true, "SlurmJobRequeued", "Delete", note).await;
-                cancel(&ctx, placeholder, "its pod lost its allocation").await?;
-                ctx.writer.delete(&pod).await?;
+                ctx.writer.event(pod, true, "SlurmJobRequeued", "Delete", note).await;
+                cancel(ctx, placeholder, "its pod lost its allocation").await?;
+                ctx.writer.delete(pod).await?;
+                Ok(Action::await_change())
             }
-            Ok(Action::await_change())
+            Next::Nothing => Ok(Action::await_change()),
+        }
+    })
+}
+
+/// A job not yet running: keep its exclusions in step with the pod's placement rules, consider
+/// preemption for it, and say on the pod what it waits for.
+async fn wait_in_slurm(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+    let state = placeholder.job.state();
+    // A gang's exclusions are fixed at submission (its members may differ).
+    if state == JobState::Pending && !link::is_gang(&placeholder.job) {
+        submit::keep_placement(pod, placeholder, ctx).await?;
+    }
+    let mut message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
+    let mut look_again = RECHECK;
+    if state == JobState::Pending
+        && let Some(outcome) = preemption::consider(pod, placeholder, ctx).await?
+    {
+        message = format!("{message}; {}", outcome.note);
+        if outcome.look_again_soon {
+            look_again = RETRY;
         }
     }
+    let reason = conditions::pending_reason(&placeholder.job.state_reason);
+    conditions::waiting(ctx, pod, reason, &message).await?;
+    Ok(Action::requeue(look_again))
 }
 
 /// A bound pod whose placeholder Slurm's own preemption took: deleted with its grace period, with an
@@ -206,19 +216,6 @@ fn still_running_on_its_node(pod: &Pod) -> bool {
     }
     let statuses = pod.status.as_ref().and_then(|status| status.container_statuses.as_deref()).unwrap_or_default();
     statuses.iter().any(|status| status.state.as_ref().is_none_or(|state| state.terminated.is_none()))
-}
-
-/// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.
-fn withdrawn(job: &crate::slurm::Job) -> bool {
-    job.job_state.iter().any(|state| matches!(state.as_str(), "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE"))
-}
-
-/// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one.
-pub(super) fn describe(job: &crate::slurm::Job) -> String {
-    match job.state_reason.as_str() {
-        "" | "None" => format!("{} ({})", job.target(), job.state_name()),
-        reason => format!("{} ({}: {reason})", job.target(), job.state_name()),
-    }
 }
 
 pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {

@@ -1,0 +1,167 @@
+//! The scheduler's decision for one pod, pure: what was observed about the pod, its placeholder jobs
+//! and Slurm ([`Facts`]) -> the one thing to do next ([`Next`]). `reconcile` observes and carries the
+//! decision out; nothing here talks to Kubernetes or Slurm, so every path has a table-driven test.
+
+use std::time::Duration;
+
+use super::gang::Group;
+use super::job_cache::Placeholder;
+use crate::slurm::{Job, JobState};
+
+/// What a pass knows about one pod when it decides.
+#[derive(Debug, Default)]
+pub struct Facts<'a> {
+    /// Why the pod no longer needs a job (being deleted, finished), if so.
+    pub leaving: Option<String>,
+    /// The Node the pod is bound to.
+    pub bound_to: Option<&'a str>,
+    /// Why Slurm's jobs cannot be read (for longer than the host's patience), if they cannot.
+    pub slurm_unreachable: Option<String>,
+    /// Whether a full job listing has arrived since the host started ("no job" means something).
+    pub jobs_listed: bool,
+    /// The pod's jobs that have not ended, oldest first (for a bound pod, the one on its Node first).
+    pub live: &'a [Placeholder],
+    /// Its jobs that ended, oldest first, leaving out jobs the host replaced and refused immediate
+    /// allocations (neither ends a pod).
+    pub ended: &'a [Placeholder],
+    /// A leaving pod's containers may still run on its Node (its allocation stays the pod's).
+    pub containers_may_run: bool,
+    /// A submission for the pod got no answer, and no listing since tells whether Slurm took it.
+    pub submission_in_doubt: bool,
+    /// How long the pod must still wait after Slurm refused it moments ago.
+    pub refused_for: Option<Duration>,
+    /// The pod's group, when it is a gang member.
+    pub group: Option<Group>,
+    /// Why the pod may not run where its running job is (a taint or label that came since).
+    pub misplaced: Option<String>,
+    /// Whether Slurm's own preemption took the job: the Event's note, or how long to wait for the
+    /// preemptor to show. Observed only where it matters (an ended job of an unbound pod, or the
+    /// pending job of a bound one).
+    pub taken_by_slurm: Option<Result<String, Duration>>,
+}
+
+/// The one thing a pass does for the pod.
+#[derive(Debug, PartialEq)]
+pub enum Next<'a> {
+    /// Say the pod waits for slurmrestd; look again soon.
+    WaitForSlurm(String),
+    /// Look again shortly: until the first listing, "no job" is not known to be true.
+    AwaitFirstListing,
+    /// Look again in a second: the leaving pod's containers may still hold its Node.
+    AwaitContainersStopped,
+    /// Cancel every live job of a pod that no longer needs one.
+    CancelForLeaving { live: &'a [Placeholder], why: String },
+    /// Cancel the duplicate jobs (never the first), then do `then`.
+    CancelDuplicates { duplicates: &'a [Placeholder], then: Box<Next<'a>> },
+    /// Look again once this long has passed (Slurm refused the pod moments ago).
+    LookAgainIn(Duration),
+    /// Ask the job-mapper and submit the pod's job (alone, or with others as an array).
+    Submit,
+    /// Submit the group's one job once every member is there.
+    SubmitGang(Group),
+    /// The job failed before it ever held a node: say so and wait for the owner.
+    Failed(&'a Job),
+    /// Slurm's own preemption took the job: delete the pod with this note (and cancel the job, if it
+    /// was requeued), or wait for the preemptor to show.
+    PreemptedBySlurm { requeued: Option<&'a Placeholder>, taken: Result<String, Duration> },
+    /// The job ended (or is gone): delete the pod, saying why.
+    DeleteEnded(String),
+    /// The job runs where the pod may not: cancel it for one that excludes the node.
+    Replace { placeholder: &'a Placeholder, why: String },
+    /// Bind the pod where its job runs.
+    Bind(&'a Placeholder),
+    /// Bind the members of the gang whose job runs.
+    BindGang(&'a Placeholder),
+    /// Say what the job waits for in Slurm (and consider preemption for a pending one).
+    WaitInSlurm(&'a Placeholder),
+    /// A bound pod's job was requeued: its allocation is gone, so cancel the job and delete the pod.
+    DeleteRequeued { placeholder: &'a Placeholder, node: &'a str },
+    /// Nothing to do until something changes.
+    Nothing,
+}
+
+pub fn decide<'a>(facts: &Facts<'a>) -> Next<'a> {
+    let unbound = facts.bound_to.is_none();
+    if unbound
+        && facts.leaving.is_none()
+        && let Some(why) = &facts.slurm_unreachable
+    {
+        return Next::WaitForSlurm(format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd"));
+    }
+    if !facts.jobs_listed {
+        return Next::AwaitFirstListing;
+    }
+    if let Some(why) = &facts.leaving {
+        if !facts.live.is_empty() && facts.containers_may_run {
+            return Next::AwaitContainersStopped;
+        }
+        return Next::CancelForLeaving { live: facts.live, why: why.clone() };
+    }
+    let next = decide_one_job(facts);
+    match facts.live.get(1..) {
+        Some(duplicates) if !duplicates.is_empty() => Next::CancelDuplicates { duplicates, then: Box::new(next) },
+        _ => next,
+    }
+}
+
+/// The decision about the pod's first live job (or its ended ones, when none is live).
+fn decide_one_job<'a>(facts: &Facts<'a>) -> Next<'a> {
+    match (facts.live.first(), facts.bound_to) {
+        (None, None) if facts.ended.is_empty() => {
+            if facts.submission_in_doubt {
+                return Next::WaitForSlurm(
+                    "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again".into(),
+                );
+            }
+            if let Some(wait) = facts.refused_for {
+                return Next::LookAgainIn(wait);
+            }
+            match &facts.group {
+                Some(group) => Next::SubmitGang(group.clone()),
+                None => Next::Submit,
+            }
+        }
+        (None, None) if facts.ended.last().is_some_and(|p| !withdrawn(&p.job)) => {
+            Next::Failed(&facts.ended.last().expect("checked").job)
+        }
+        (None, _) => {
+            if let Some(taken) = &facts.taken_by_slurm {
+                return Next::PreemptedBySlurm { requeued: None, taken: taken.clone() };
+            }
+            Next::DeleteEnded(match facts.ended.last() {
+                Some(p) => format!("Slurm job {} ended", describe(&p.job)),
+                None => "its Slurm job no longer exists".to_string(),
+            })
+        }
+        (Some(placeholder), None) => match (placeholder.job.state(), &facts.misplaced) {
+            (JobState::Running, Some(why)) => Next::Replace { placeholder, why: why.clone() },
+            (JobState::Running, None) if super::link::is_gang(&placeholder.job) => Next::BindGang(placeholder),
+            (JobState::Running, None) => Next::Bind(placeholder),
+            _ => Next::WaitInSlurm(placeholder),
+        },
+        (Some(placeholder), Some(node)) if placeholder.job.state() == JobState::Pending => {
+            match &facts.taken_by_slurm {
+                Some(taken) => Next::PreemptedBySlurm { requeued: Some(placeholder), taken: taken.clone() },
+                None => Next::DeleteRequeued { placeholder, node },
+            }
+        }
+        (Some(_), Some(_)) => Next::Nothing,
+    }
+}
+
+/// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.
+fn withdrawn(job: &Job) -> bool {
+    job.job_state.iter().any(|state| matches!(state.as_str(), "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE"))
+}
+
+/// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one.
+pub fn describe(job: &Job) -> String {
+    match job.state_reason.as_str() {
+        "" | "None" => format!("{} ({})", job.target(), job.state_name()),
+        reason => format!("{} ({}: {reason})", job.target(), job.state_name()),
+    }
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

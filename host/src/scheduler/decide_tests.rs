@@ -1,0 +1,138 @@
+//! Every path through `decide`, one row each: the facts that differ from a quiet, listed cluster and
+//! the decision they lead to.
+
+use std::time::Duration;
+
+use super::*;
+use crate::scheduler::PodKey;
+use crate::vocabulary::GANG_LINK;
+
+fn placeholder(job_id: u32, state: &str) -> Placeholder {
+    let pod = PodKey { namespace: "ml".into(), name: "p".into(), uid: "u".into() };
+    let job = Job { job_id, job_state: vec![state.into()], admin_comment: pod.link(), ..Default::default() };
+    Placeholder { pod, job }
+}
+
+fn gang(job_id: u32, state: &str) -> Placeholder {
+    let mut gang = placeholder(job_id, state);
+    gang.job.admin_comment = format!("{GANG_LINK}ml/g/p:u,q:v");
+    gang
+}
+
+fn listed<'a>() -> Facts<'a> {
+    Facts { jobs_listed: true, ..Default::default() }
+}
+
+/// A row's name, its facts, and what `decide` must say (compared through `Debug`, which names every
+/// field of the decision).
+type Row<'a> = (&'a str, Facts<'a>, Next<'a>);
+
+#[test]
+fn every_path_through_decide() {
+    let pending = [placeholder(7, "PENDING")];
+    let running = [placeholder(7, "RUNNING")];
+    let gang_running = [gang(9, "RUNNING")];
+    let two = [placeholder(7, "RUNNING"), placeholder(8, "PENDING")];
+    let failed = [placeholder(5, "FAILED")];
+    let cancelled = [placeholder(5, "CANCELLED")];
+    let group = Group { name: "g".into(), label: crate::vocabulary::POD_GROUP_LABEL };
+    let preempted = || Some(Ok("deleting the pod: job 12 preempted its Slurm job 7 on n1".to_string()));
+    let rows: Vec<Row> = vec![
+        (
+            "Slurm unreadable: an unbound pod says so",
+            Facts { slurm_unreachable: Some("timed out".into()), ..listed() },
+            Next::WaitForSlurm("cannot read Slurm's jobs (timed out); the pod waits for slurmrestd".into()),
+        ),
+        (
+            "Slurm unreadable: a bound pod goes on as before",
+            Facts { slurm_unreachable: Some("timed out".into()), bound_to: Some("n1"), live: &running, ..listed() },
+            Next::Nothing,
+        ),
+        ("before the first listing, no job means nothing", Facts::default(), Next::AwaitFirstListing),
+        (
+            "leaving, its containers still on the Node",
+            Facts { leaving: Some("deleted".into()), live: &running, containers_may_run: true, ..listed() },
+            Next::AwaitContainersStopped,
+        ),
+        (
+            "leaving: its jobs are cancelled",
+            Facts { leaving: Some("deleted".into()), live: &running, ..listed() },
+            Next::CancelForLeaving { live: &running, why: "deleted".into() },
+        ),
+        ("no job yet: submit", listed(), Next::Submit),
+        (
+            "no job yet, a gang member: the group's job",
+            Facts { group: Some(group.clone()), ..listed() },
+            Next::SubmitGang(group),
+        ),
+        (
+            "a submission's answer was lost: wait for the listing",
+            Facts { submission_in_doubt: true, ..listed() },
+            Next::WaitForSlurm(
+                "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again".into(),
+            ),
+        ),
+        (
+            "refused moments ago: not again at once",
+            Facts { refused_for: Some(Duration::from_secs(40)), ..listed() },
+            Next::LookAgainIn(Duration::from_secs(40)),
+        ),
+        ("its job failed before it ran", Facts { ended: &failed, ..listed() }, Next::Failed(&failed[0].job)),
+        (
+            "its job was cancelled: the pod goes",
+            Facts { ended: &cancelled, ..listed() },
+            Next::DeleteEnded("Slurm job 5 (CANCELLED) ended".into()),
+        ),
+        (
+            "bound, and its job is gone",
+            Facts { bound_to: Some("n1"), ..listed() },
+            Next::DeleteEnded("its Slurm job no longer exists".into()),
+        ),
+        (
+            "bound, its job taken by Slurm's preemption",
+            Facts { bound_to: Some("n1"), ended: &cancelled, taken_by_slurm: preempted(), ..listed() },
+            Next::PreemptedBySlurm { requeued: None, taken: preempted().unwrap() },
+        ),
+        ("its job waits in Slurm", Facts { live: &pending, ..listed() }, Next::WaitInSlurm(&pending[0])),
+        ("its job runs: bind", Facts { live: &running, ..listed() }, Next::Bind(&running[0])),
+        (
+            "a gang's job runs: bind the gang",
+            Facts { live: &gang_running, ..listed() },
+            Next::BindGang(&gang_running[0]),
+        ),
+        (
+            "its job runs where the pod may not: replace it",
+            Facts { live: &running, misplaced: Some("n1: tainted".into()), ..listed() },
+            Next::Replace { placeholder: &running[0], why: "n1: tainted".into() },
+        ),
+        (
+            "bound, its job requeued by Slurm's preemption",
+            Facts { bound_to: Some("n1"), live: &pending, taken_by_slurm: preempted(), ..listed() },
+            Next::PreemptedBySlurm { requeued: Some(&pending[0]), taken: preempted().unwrap() },
+        ),
+        (
+            "bound, its job requeued for another reason",
+            Facts { bound_to: Some("n1"), live: &pending, ..listed() },
+            Next::DeleteRequeued { placeholder: &pending[0], node: "n1" },
+        ),
+        (
+            "bound, the preemptor not seen yet: wait for it",
+            Facts {
+                bound_to: Some("n1"),
+                live: &pending,
+                taken_by_slurm: Some(Err(Duration::from_secs(1))),
+                ..listed()
+            },
+            Next::PreemptedBySlurm { requeued: Some(&pending[0]), taken: Err(Duration::from_secs(1)) },
+        ),
+        ("bound and running: nothing to do", Facts { bound_to: Some("n1"), live: &running, ..listed() }, Next::Nothing),
+        (
+            "two live jobs: the younger is cancelled, the older bound",
+            Facts { live: &two, ..listed() },
+            Next::CancelDuplicates { duplicates: &two[1..], then: Box::new(Next::Bind(&two[0])) },
+        ),
+    ];
+    for (name, facts, expected) in rows {
+        assert_eq!(decide(&facts), expected, "{name}");
+    }
+}
