@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::gang::Group;
 use super::job_cache::Placeholder;
+use super::preemption::TakenBySlurm;
 use crate::slurm::{Job, JobState};
 
 /// What a pass knows about one pod when it decides.
@@ -37,7 +38,7 @@ pub struct Facts<'a> {
     /// Whether Slurm's own preemption took the job: the Event's note, or how long to wait for the
     /// preemptor to show. Observed only where it matters (an ended job of an unbound pod, or the
     /// pending job of a bound one).
-    pub taken_by_slurm: Option<Result<String, Duration>>,
+    pub taken_by_slurm: Option<TakenBySlurm>,
 }
 
 /// The one thing a pass does for the pod.
@@ -63,7 +64,7 @@ pub enum Next<'a> {
     Failed(&'a Job),
     /// Slurm's own preemption took the job: delete the pod with this note (and cancel the job, if it
     /// was requeued), or wait for the preemptor to show.
-    PreemptedBySlurm { requeued: Option<&'a Placeholder>, taken: Result<String, Duration> },
+    PreemptedBySlurm { requeued: Option<&'a Placeholder>, taken: TakenBySlurm },
     /// The job ended (or is gone): delete the pod, saying why.
     DeleteEnded(String),
     /// The job runs where the pod may not: cancel it for one that excludes the node.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::scheduler::PodKey;
+use crate::scheduler::preemption::TakenBySlurm;
 use crate::vocabulary::GANG_LINK;
 
 fn placeholder(job_id: u32, state: &str) -> Placeholder {
@@ -36,7 +37,7 @@ fn every_path_through_decide() {
     let failed = [placeholder(5, "FAILED")];
     let cancelled = [placeholder(5, "CANCELLED")];
     let group = Group { name: "g".into(), label: crate::vocabulary::POD_GROUP_LABEL };
-    let preempted = || Some(Ok("deleting the pod: job 12 preempted its Slurm job 7 on n1".to_string()));
+    let preempted = || Some(TakenBySlurm::Named("deleting the pod: job 12 preempted its Slurm job 7 on n1".into()));
     let rows: Vec<Row> = vec![
         (
             "Slurm unreadable: an unbound pod says so",
@@ -120,10 +121,13 @@ fn every_path_through_decide() {
             Facts {
                 bound_to: Some("n1"),
                 live: &pending,
-                taken_by_slurm: Some(Err(Duration::from_secs(1))),
+                taken_by_slurm: Some(TakenBySlurm::AwaitPreemptor(Duration::from_secs(1))),
                 ..listed()
             },
-            Next::PreemptedBySlurm { requeued: Some(&pending[0]), taken: Err(Duration::from_secs(1)) },
+            Next::PreemptedBySlurm {
+                requeued: Some(&pending[0]),
+                taken: TakenBySlurm::AwaitPreemptor(Duration::from_secs(1)),
+            },
         ),
         ("bound and running: nothing to do", Facts { bound_to: Some("n1"), live: &running, ..listed() }, Next::Nothing),
         (

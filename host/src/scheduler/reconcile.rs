@@ -21,6 +21,7 @@ use super::job_cache::Placeholder;
 use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
 use super::pod_phase::leaving;
+use super::preemption::TakenBySlurm;
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
 use super::{Context, Error, bind, conditions, gang, preemption, submit};
 use crate::slurm::JobState;
@@ -175,12 +176,12 @@ async fn wait_in_slurm(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> R
 async fn preempted_by_slurm(
     pod: &Pod,
     requeued: Option<&Placeholder>,
-    taken: Result<String, Duration>,
+    taken: TakenBySlurm,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let note = match taken {
-        Ok(note) => note,
-        Err(wait) => return Ok(Action::requeue(wait)),
+        TakenBySlurm::Named(note) => note,
+        TakenBySlurm::AwaitPreemptor(wait) => return Ok(Action::requeue(wait)),
     };
     ctx.writer.event(pod, true, "SlurmJobPreempted", "Delete", note).await;
     if let Some(placeholder) = requeued {

@@ -1,6 +1,7 @@
 //! A pod's placeholder job: asked of the job-mapper policy, limited by the pod's placement rules,
 //! submitted once, and kept in step with those rules while it waits.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -25,12 +26,12 @@ const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
 
 pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
     let mut request = match map(pod, ctx).await? {
-        Ok(request) => request,
-        Err(action) => return Ok(action),
+        ControlFlow::Continue(request) => request,
+        ControlFlow::Break(action) => return Ok(action),
     };
     let verdict = match placement(pod, ctx).await? {
-        Ok(verdict) => verdict,
-        Err(action) => return Ok(action),
+        ControlFlow::Continue(verdict) => verdict,
+        ControlFlow::Break(action) => return Ok(action),
     };
     request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
     let kind = ctx.placeholder_kind();
@@ -171,22 +172,22 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
 }
 
 /// The policy's job request, or what to do when there is none.
-pub async fn map(pod: &Pod, ctx: &Context) -> Result<Result<JobRequest, Action>, Error> {
+pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequest>, Error> {
     match decide(pod, ctx) {
-        Ok(Mapping::Job(request)) => Ok(Ok(request)),
+        Ok(Mapping::Job(request)) => Ok(ControlFlow::Continue(request)),
         Ok(Mapping::Reject(rejection)) => {
             let message = format!("{}: {}", rejection.field, rejection.message);
             conditions::waiting(ctx, pod, WaitReason::PolicyRejected, &message).await?;
             ctx.writer
                 .event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}"))
                 .await;
-            Ok(Err(Action::await_change()))
+            Ok(ControlFlow::Break(Action::await_change()))
         }
         Err(error) => {
             let message = format!("the job-mapper policy failed: {error}");
             conditions::waiting(ctx, pod, WaitReason::PolicyFailed, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            Ok(Err(Action::requeue(RECHECK)))
+            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
         }
     }
 }
@@ -198,20 +199,20 @@ fn decide(pod: &Pod, ctx: &Context) -> Result<Mapping, PolicyError> {
 }
 
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).
-async fn placement(pod: &Pod, ctx: &Context) -> Result<Result<Verdict, Action>, Error> {
+async fn placement(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, Verdict>, Error> {
     match ctx.placement.verdict(pod_spec(pod)) {
-        Ok(verdict) if !verdict.eligible.is_empty() => Ok(Ok(verdict)),
+        Ok(verdict) if !verdict.eligible.is_empty() => Ok(ControlFlow::Continue(verdict)),
         Ok(verdict) => {
             let message = verdict.nothing_fits();
             conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            Ok(Err(Action::requeue(RECHECK)))
+            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
         }
         Err(unreadable) => {
             let message = format!("cannot read Slurm's nodes ({unreadable}); the pod waits for slurmrestd");
             conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
             // Usually a moment (the first listing after a start, one failed poll): look again soon.
-            Ok(Err(Action::requeue(UNREADABLE_RECHECK)))
+            Ok(ControlFlow::Break(Action::requeue(UNREADABLE_RECHECK)))
         }
     }
 }

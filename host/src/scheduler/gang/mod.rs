@@ -12,6 +12,7 @@ mod assign;
 mod group;
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -80,8 +81,8 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
     }
     let leader = &chosen[0];
     let request = match submit::map(leader, ctx).await? {
-        Ok(request) => request,
-        Err(action) => return Ok(action),
+        ControlFlow::Continue(request) => request,
+        ControlFlow::Break(action) => return Ok(action),
     };
     let verdict = match gang_verdict(&chosen, ctx) {
         Some(verdict) => verdict,

@@ -140,10 +140,19 @@ fn grace_periods(ctx: &Context) -> HashMap<String, u32> {
         .collect()
 }
 
+/// What is known of Slurm's own preemption of a bound pod's placeholder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakenBySlurm {
+    /// The Event's note, naming the job that did it (or saying Slurm does not name one).
+    Named(String),
+    /// The preemptor has not shown yet: look again after this long.
+    AwaitPreemptor(Duration),
+}
+
 /// Whether Slurm's own preemption took a bound pod's placeholder `job` (ended PREEMPTED, or pending
 /// again after a requeue): the Event's note naming the job that did, or how long to wait for that job
 /// to start. `None` when nothing says it was preempted (a requeue after a node failure, say).
-pub fn taken_by_slurm(pod: &Pod, job: &Job, ctx: &Context) -> Option<Result<String, Duration>> {
+pub fn taken_by_slurm(pod: &Pod, job: &Job, ctx: &Context) -> Option<TakenBySlurm> {
     let kube_node = pod.spec.as_ref()?.node_name.as_deref()?;
     let preempted_at = job.preempt_time.get().filter(|time| *time > 0);
     let requeued = job.state() == JobState::Pending;
@@ -161,12 +170,18 @@ pub fn taken_by_slurm(pod: &Pod, job: &Job, ctx: &Context) -> Option<Result<Stri
     let holding = ctx.jobs.holding();
     let who = match by_slurm::preemptor(job.job_id, &nodes, since, &holding) {
         Some(preemptor) => by_slurm::describe(preemptor),
-        None if !ctx.requeued_seen.patience_over(job.job_id) => return Some(Err(Duration::from_secs(1))),
+        None if !ctx.requeued_seen.patience_over(job.job_id) => {
+            return Some(TakenBySlurm::AwaitPreemptor(Duration::from_secs(1)));
+        }
         None if preempted_at.is_some() => "a job Slurm does not name".to_string(),
         None => return None,
     };
     let nodes: Vec<String> = nodes.into_iter().collect();
-    Some(Ok(format!("deleting the pod: {who} preempted its Slurm job {} on {}", job.job_id, nodes.join(","))))
+    Some(TakenBySlurm::Named(format!(
+        "deleting the pod: {who} preempted its Slurm job {} on {}",
+        job.job_id,
+        nodes.join(",")
+    )))
 }
 
 /// When the pod was bound (its PodScheduled condition turned True), in UNIX seconds.
