@@ -10,6 +10,7 @@
 
 mod assign;
 mod group;
+mod membership;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -21,6 +22,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 pub use group::{Group, group_of};
+use membership::{Membership, membership};
 
 use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
@@ -62,29 +64,30 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
     let lock = ctx.gang_locks.of(&namespace, &group.name);
     let mut last_wait = lock.lock().await;
     let members = waiting_members(ctx, &namespace, group);
-    if members.len() < size {
-        let message =
-            format!("pod group {} has {} of its {size} pods; waiting for the rest", group.name, members.len());
-        return group_waits(ctx, pod, &members, &mut last_wait, WaitReason::GroupIncomplete, message).await;
-    }
-    let chosen: Vec<Arc<Pod>> = members.into_iter().take(size).collect();
-    if !chosen.iter().any(|member| member.uid() == pod.uid()) {
-        let message = format!("pod group {} already has its {size} pods; this one waits for a place", group.name);
-        conditions::waiting(ctx, pod, WaitReason::GroupFull, &message).await?;
-        return Ok(Action::requeue(RECHECK));
-    }
+    let has_live_job = |member: &Pod| {
+        let uid = member.uid().unwrap_or_default();
+        ctx.jobs.for_pod(&uid).iter().any(|p| p.job.state() != crate::slurm::JobState::Ended)
+    };
+    let chosen = match membership(size, &members, &pod.uid().unwrap_or_default(), has_live_job) {
+        Membership::Incomplete { have } => {
+            let message = format!("pod group {} has {have} of its {size} pods; waiting for the rest", group.name);
+            return group_waits(ctx, pod, &members, &mut last_wait, WaitReason::GroupIncomplete, message).await;
+        }
+        Membership::NoPlace => {
+            let message = format!("pod group {} already has its {size} pods; this one waits for a place", group.name);
+            conditions::waiting(ctx, pod, WaitReason::GroupFull, &message).await?;
+            return Ok(Action::requeue(RECHECK));
+        }
+        Membership::Submitted => return Ok(Action::requeue(RETRY)),
+        Membership::Complete(chosen) => chosen,
+    };
     let keys: Vec<PodKey> = chosen.iter().map(|member| key_of(member)).collect();
-    // Another member's pass may have submitted while this one waited for the lock.
-    if keys.iter().any(|key| ctx.jobs.for_pod(&key.uid).iter().any(|p| p.job.state() != crate::slurm::JobState::Ended))
-    {
-        return Ok(Action::requeue(RETRY));
-    }
     let leader = &chosen[0];
     let request = match submit::map(leader, ctx).await? {
         ControlFlow::Continue(request) => request,
         ControlFlow::Break(action) => return Ok(action),
     };
-    let verdict = match gang_verdict(&chosen, ctx) {
+    let verdict = match gang_verdict(chosen, ctx) {
         Some(verdict) => verdict,
         None => return Ok(Action::requeue(RETRY)),
     };
@@ -100,7 +103,7 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
         if !verdict.excluded.is_empty() {
             message = format!("{message}: {}", verdict.why_excluded());
         }
-        return group_waits(ctx, pod, &chosen, &mut last_wait, WaitReason::Unschedulable, message).await;
+        return group_waits(ctx, pod, chosen, &mut last_wait, WaitReason::Unschedulable, message).await;
     }
     *last_wait = None;
     let link = GangLink::new(&namespace, &group.name, keys.clone());
@@ -143,7 +146,7 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
     }
     let note = format!("submitted pod group {} ({size} pods) as Slurm job {job_id}, one node per pod", group.name);
     tracing::info!(job = job_id, group = %group.name, "{note}");
-    for member in &chosen {
+    for member in chosen {
         ctx.writer.event(member, false, "SlurmJobSubmitted", "Schedule", note.clone()).await;
     }
     Ok(Action::requeue(RECHECK))
