@@ -3,6 +3,8 @@
 
 mod connect;
 mod events;
+#[cfg(test)]
+pub(crate) mod mock_api;
 pub mod node_match;
 mod pod_writer;
 pub mod quantity;

@@ -129,3 +129,65 @@ impl PodWriter {
         self.recorder.publish(&pod.object_ref(&()), warning, reason, action, note).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::kube::mock_api::{Expect, serve};
+
+    fn pod(conditions: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ml", "uid": "u-1"},
+            "status": {"conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    fn status(code: u16, reason: &str) -> serde_json::Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": reason})
+    }
+
+    const POD: &str = "/api/v1/namespaces/ml/pods/web";
+
+    #[tokio::test]
+    async fn a_binding_names_the_node_and_a_second_one_is_no_error() {
+        let bound = json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201});
+        let (client, api) = serve(vec![
+            Expect::call("POST", format!("{POD}/binding?"), 201, bound),
+            Expect::call("POST", format!("{POD}/binding?"), 409, status(409, "Conflict")),
+        ]);
+        let writer = PodWriter::new(client, "sunk");
+        assert!(writer.bind(&pod(json!([])), "kube-node-1").await.unwrap(), "bound");
+        assert!(!writer.bind(&pod(json!([])), "kube-node-1").await.unwrap(), "bound already: nothing to do");
+        drop(writer); // a request short of the script fails the test instead of waiting for ever
+        let sent = api.await.unwrap();
+        assert_eq!(sent[0]["target"], json!({"kind": "Node", "name": "kube-node-1"}));
+        assert_eq!(sent[0]["metadata"]["uid"], "u-1", "the binding is for this pod, not one recreated by name");
+    }
+
+    #[tokio::test]
+    async fn a_condition_that_already_says_it_is_not_written_again() {
+        let waiting = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}]);
+        let (client, api) = serve(vec![Expect::call("PATCH", format!("{POD}/status?"), 200, json!({}))]);
+        let writer = PodWriter::new(client, "sunk");
+        writer.set_scheduled_condition(&pod(waiting.clone()), false, "Unschedulable", "m").await.unwrap();
+        writer.set_scheduled_condition(&pod(waiting), false, "Unschedulable", "changed").await.unwrap();
+        drop(writer);
+        let sent = api.await.unwrap();
+        let condition = &sent[0]["status"]["conditions"][0];
+        assert_eq!(
+            (condition["reason"].as_str(), condition["message"].as_str()),
+            (Some("Unschedulable"), Some("changed"))
+        );
+    }
+
+    #[tokio::test]
+    async fn deleting_a_pod_names_its_uid_and_a_pod_gone_is_no_error() {
+        let (client, api) = serve(vec![Expect::call("DELETE", format!("{POD}?"), 404, status(404, "NotFound"))]);
+        PodWriter::new(client, "sunk").delete(&pod(json!([]))).await.unwrap();
+        let sent = api.await.unwrap();
+        assert_eq!(sent[0]["preconditions"]["uid"], "u-1", "never a newer pod of the same name");
+    }
+}
