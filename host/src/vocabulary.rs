@@ -29,8 +29,8 @@ pub const ATTEMPT_MARK: &str = ";immediate";
 
 // slurmd pods and NodeSets.
 
-/// Label on a slurmd pod whose value is the name of the Slurm node it runs. Only pods the host
-/// trusts as slurmd pods carry it.
+/// Label on a slurmd pod whose value is the name of the Slurm node it runs. Today the scheduler
+/// believes it on any pod in any namespace (docs/security.md, known gaps).
 pub const SLURM_NODE_LABEL: &str = "sunk.dev/slurm-node";
 /// Label on a slurmd pod: the NodeSet it belongs to.
 pub const NODESET_LABEL: &str = "sunk.dev/nodeset";
