@@ -17,6 +17,11 @@ use super::{Job, JobDescription, JobUpdate, Node, NodeUpdate, SlurmError, TokenS
 /// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
 const MAX_IDLE_CONNECTIONS: usize = 8;
 
+/// How long a submission may take, the wait for a request slot included: a hung slurmrestd must not
+/// hold a pod's pass (and so its condition) for the whole request timeout, twice over behind the
+/// listings that hold the slots.
+pub const SUBMIT_DEADLINE: Duration = Duration::from_secs(10);
+
 /// Requests in flight at once unless told otherwise (`with_max_in_flight`).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 
@@ -161,9 +166,12 @@ impl SlurmClient {
         Ok(SlurmInfo { release, api, offered })
     }
 
-    /// Submits a batch job and returns its id.
+    /// Submits a batch job and returns its id (within [`SUBMIT_DEADLINE`], or [`SlurmError::NoAnswer`]).
     pub async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let response = self.send(self.request(Method::POST, "job/submit")?.json(&Submit { job })).await?;
+        let submitted = self.send(self.request(Method::POST, "job/submit")?.json(&Submit { job }));
+        let response = tokio::time::timeout(SUBMIT_DEADLINE, submitted)
+            .await
+            .map_err(|_| SlurmError::NoAnswer("job/submit", SUBMIT_DEADLINE))??;
         let answer: SubmitResponse = decode("job/submit", response).await?;
         match answer.job_id {
             Some(id) if answer.envelope.errors.is_empty() => Ok(id),
@@ -175,8 +183,12 @@ impl SlurmClient {
     }
 
     /// Allocates nodes for a job with no script (`salloc`); with `immediate` it starts now or fails.
+    /// Within [`SUBMIT_DEADLINE`], or [`SlurmError::NoAnswer`].
     pub async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let response = self.send(self.request(Method::POST, "job/allocate")?.json(&Submit { job })).await?;
+        let allocated = self.send(self.request(Method::POST, "job/allocate")?.json(&Submit { job }));
+        let response = tokio::time::timeout(SUBMIT_DEADLINE, allocated)
+            .await
+            .map_err(|_| SlurmError::NoAnswer("job/allocate", SUBMIT_DEADLINE))??;
         let answer: SubmitResponse = decode("job/allocate", response).await?;
         match answer.job_id {
             Some(id) if id > 0 && answer.envelope.errors.is_empty() => Ok(id),

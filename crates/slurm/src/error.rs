@@ -13,6 +13,10 @@ pub enum SlurmError {
     Api { what: &'static str, status: u16, errors: Vec<ApiMessage> },
     #[error("slurmrestd did not submit the job: {}", describe(.0))]
     NotSubmitted(Vec<ApiMessage>),
+    /// No answer in time, the wait for a free request slot included: the request may or may not have
+    /// reached Slurm.
+    #[error("slurmrestd gave no answer to {0} within {1:?}")]
+    NoAnswer(&'static str, std::time::Duration),
     #[error("the Slurm behind slurmrestd cannot do this: {0}")]
     Unsupported(&'static str),
     #[error(transparent)]
@@ -27,6 +31,12 @@ fn describe(messages: &[ApiMessage]) -> String {
 }
 
 impl SlurmError {
+    /// Whether the request got no answer (it may have reached Slurm, or not): for a submission, the
+    /// job may exist.
+    pub fn is_unanswered(&self) -> bool {
+        matches!(self, SlurmError::Http(_) | SlurmError::NoAnswer(..))
+    }
+
     /// slurmrestd's answer to an incremental node listing when nodes changed but partitions did not.
     pub fn is_partitions_unchanged(&self) -> bool {
         match self {

@@ -16,7 +16,7 @@ mod resources;
 mod version;
 
 pub use auth::TokenSigner;
-pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SlurmClient};
+pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SUBMIT_DEADLINE, SlurmClient};
 pub use error::SlurmError;
 pub use hostlist::{HostlistError, expand as expand_hostlist};
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};

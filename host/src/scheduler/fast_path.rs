@@ -33,7 +33,7 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation
     };
     let job_id = match ctx.slurm.allocate(&request).await {
         Ok(job_id) => job_id,
-        Err(error @ SlurmError::Http(_)) => return Allocation::InDoubt(error),
+        Err(error) if error.is_unanswered() => return Allocation::InDoubt(error),
         Err(error) => {
             tracing::debug!(%error, job = %placeholder.name, "no immediate allocation; queueing a placeholder");
             return Allocation::Refused;

@@ -127,7 +127,7 @@ async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Contex
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Some(Action::requeue(RECHECK)))
         }
-        SlurmError::Http(_) => in_doubt(pod, key, error, ctx).await.map(Some),
+        error if error.is_unanswered() => in_doubt(pod, key, error, ctx).await.map(Some),
         _ => Ok(None),
     }
 }

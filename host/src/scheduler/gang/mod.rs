@@ -135,7 +135,7 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
             return Ok(Action::requeue(RECHECK));
         }
         Err(error) => {
-            if matches!(error, SlurmError::Http(_)) {
+            if error.is_unanswered() {
                 keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid));
             }
             return Err(error.into());
