@@ -8,8 +8,7 @@ use crate::policy::{
     Condition, DrainDecision, KeyValue, NodeAction, NodeContext, NodeEvent, PodTermination, PolicyError,
 };
 use crate::slurm;
-
-pub use crate::vocabulary::OWNED_DRAIN_PREFIX;
+use crate::vocabulary::owned_drain;
 
 /// What the policy is told about the node: the Kubernetes Node (if it still exists) and Slurm's view.
 pub fn node_context(slurm_node: &str, kube_node: Option<&Node>, slurm: Option<&slurm::Node>) -> NodeContext {
@@ -47,16 +46,13 @@ pub fn termination_event(namespace: &str, pod: &str, why: &str, node: NodeContex
 /// stop the removal (draining first is mechanics, not judgement): the host's own reason is used.
 pub fn reason(decision: Result<DrainDecision, PolicyError>, input: &NodeEventInput) -> Result<String, PolicyError> {
     let fallback = || match &input.event {
-        NodeEvent::PodTerminating(pod) => {
-            format!("{OWNED_DRAIN_PREFIX} slurmd pod {}/{} terminating", pod.namespace, pod.name)
-        }
-        _ => format!("{OWNED_DRAIN_PREFIX} slurmd pod terminating"),
+        NodeEvent::PodTerminating(pod) => format!("slurmd pod {}/{} terminating", pod.namespace, pod.name),
+        _ => "slurmd pod terminating".to_string(),
     };
-    Ok(match decision?.action {
-        NodeAction::Drain(reason) if reason.starts_with(OWNED_DRAIN_PREFIX) => reason,
-        NodeAction::Drain(reason) => format!("{OWNED_DRAIN_PREFIX} {reason}"),
+    Ok(owned_drain(match decision?.action {
+        NodeAction::Drain(reason) => reason,
         NodeAction::Keep | NodeAction::Resume => fallback(),
-    })
+    }))
 }
 
 #[cfg(test)]

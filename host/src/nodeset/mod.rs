@@ -28,7 +28,7 @@ mod targets;
 
 pub use claims::NodeSetKey;
 pub use controller::{Config, run};
-pub use drain_reason::{OWNED_DRAIN_PREFIX, node_context};
+pub use drain_reason::node_context;
 pub use naming::{
     CONF_ANNOTATION, DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION, NODESET_FINALIZER, NODESET_LABEL, REVISION_LABEL,
     SLURM_NODE_LABEL, pod_name, slurm_node_name,

@@ -7,11 +7,11 @@
 
 use crate::policy::{DrainDecision, KeyValue, NodeAction, NodeEvent, PolicyError};
 use crate::slurm;
+use crate::vocabulary::{is_owned_drain, owned_drain};
 
 use super::causes::Cause;
 
 /// Every drain sunk sets starts with this, so only those are ever undone.
-pub use crate::nodeset::OWNED_DRAIN_PREFIX;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -56,14 +56,14 @@ pub fn decide(
         let decision = ask(&cause.event)?;
         annotations.extend(decision.annotations);
         if let (NodeAction::Drain(reason), None) = (decision.action, &wanted) {
-            wanted = Some((owned(reason), cause));
+            wanted = Some((owned_drain(reason), cause));
         }
     }
     let flags = input.slurm.flags();
     let drained = flags.is_draining();
     let reason = input.slurm.reason.as_str();
     let nothing = |annotations| Ok(Decided { action: Action::Nothing, annotations });
-    if input.nodeset_owned || (drained && !reason.starts_with(OWNED_DRAIN_PREFIX)) {
+    if input.nodeset_owned || (drained && !is_owned_drain(reason)) {
         return nothing(annotations);
     }
     let action = match wanted {
@@ -90,10 +90,6 @@ pub fn decide(
         },
     };
     Ok(Decided { action, annotations })
-}
-
-fn owned(reason: String) -> String {
-    crate::vocabulary::owned_drain(reason)
 }
 
 #[cfg(test)]

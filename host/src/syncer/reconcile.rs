@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 
 use super::causes;
 use super::context::{Context, Error};
-use super::decide::{Action, DecideInput, Decided, OWNED_DRAIN_PREFIX, decide};
+use super::decide::{Action, DecideInput, Decided, decide};
 use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
 use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, node_context};
 use crate::policy::worlds::NodeEventInput;
@@ -174,7 +174,7 @@ async fn slurm_state_annotations(
     let before: Vec<String> = shown.split('+').filter(|s| !s.is_empty()).map(str::to_owned).collect();
     let had = |flag: &str| before.iter().any(|s| s.eq_ignore_ascii_case(flag));
     let flags = slurm_node.flags();
-    let by_slurm = !slurm_node.reason.starts_with(OWNED_DRAIN_PREFIX);
+    let by_slurm = !crate::vocabulary::is_owned_drain(&slurm_node.reason);
     let about = node.object_ref(&());
     if flags.has("DRAIN") && !had("DRAIN") && by_slurm {
         let note = format!("Slurm node {} drained by {}: {}", slurm_node.name, who(slurm_node), slurm_node.reason);

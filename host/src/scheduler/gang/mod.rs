@@ -206,7 +206,6 @@ pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder
     }
 }
 
-/// Whether a job is a gang's.
 /// The group's unbound pods that are not leaving, oldest first (then by name).
 fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod>> {
     let mut members: Vec<Arc<Pod>> = ctx
