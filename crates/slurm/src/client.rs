@@ -168,34 +168,31 @@ impl SlurmClient {
 
     /// Submits a batch job and returns its id (within [`SUBMIT_DEADLINE`], or [`SlurmError::NoAnswer`]).
     pub async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let submitted = self.send(self.request(Method::POST, "job/submit")?.json(&Submit { job }));
-        let response = tokio::time::timeout(SUBMIT_DEADLINE, submitted)
-            .await
-            .map_err(|_| SlurmError::NoAnswer("job/submit", SUBMIT_DEADLINE))??;
-        let answer: SubmitResponse = decode("job/submit", response).await?;
+        let answer = self.post_job("job/submit", job).await?;
         match answer.job_id {
             Some(id) if answer.envelope.errors.is_empty() => Ok(id),
-            // A mistyped field is a warning and no job: report the warnings as the cause.
-            _ => Err(SlurmError::NotSubmitted(
-                answer.envelope.errors.into_iter().chain(answer.envelope.warnings).collect(),
-            )),
+            _ => Err(not_submitted(answer)),
         }
     }
 
     /// Allocates nodes for a job with no script (`salloc`); with `immediate` it starts now or fails.
     /// Within [`SUBMIT_DEADLINE`], or [`SlurmError::NoAnswer`].
     pub async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let allocated = self.send(self.request(Method::POST, "job/allocate")?.json(&Submit { job }));
-        let response = tokio::time::timeout(SUBMIT_DEADLINE, allocated)
-            .await
-            .map_err(|_| SlurmError::NoAnswer("job/allocate", SUBMIT_DEADLINE))??;
-        let answer: SubmitResponse = decode("job/allocate", response).await?;
+        let answer = self.post_job("job/allocate", job).await?;
         match answer.job_id {
             Some(id) if id > 0 && answer.envelope.errors.is_empty() => Ok(id),
-            _ => Err(SlurmError::NotSubmitted(
-                answer.envelope.errors.into_iter().chain(answer.envelope.warnings).collect(),
-            )),
+            _ => Err(not_submitted(answer)),
         }
+    }
+
+    /// POSTs a job description to `what` (`job/submit`, `job/allocate`) and decodes the answer, all
+    /// within [`SUBMIT_DEADLINE`].
+    async fn post_job(&self, what: &'static str, job: &JobDescription) -> Result<SubmitResponse, SlurmError> {
+        let posted = async {
+            let response = self.send(self.request(Method::POST, what)?.json(&Submit { job })).await?;
+            decode(what, response).await
+        };
+        tokio::time::timeout(SUBMIT_DEADLINE, posted).await.map_err(|_| SlurmError::NoAnswer(what, SUBMIT_DEADLINE))?
     }
 
     /// One job as Slurm lists it, if it knows it. For an array task (`10_3`) Slurm lists every
@@ -346,8 +343,14 @@ fn node_path(name: &str) -> String {
 }
 
 fn unknown_node(error: &super::ApiMessage) -> bool {
-    // ESLURM_INVALID_NODE_NAME
-    error.error_number == 2018 || error.description.to_ascii_lowercase().contains("invalid node name")
+    error.error_number == super::error::INVALID_NODE_NAME
+        || error.description.to_ascii_lowercase().contains("invalid node name")
+}
+
+/// A submission slurmrestd answered without a job: a mistyped field is a warning and no job, so the
+/// warnings are reported as the cause too.
+fn not_submitted(answer: SubmitResponse) -> SlurmError {
+    SlurmError::NotSubmitted(answer.envelope.errors.into_iter().chain(answer.envelope.warnings).collect())
 }
 
 fn already_over(error: &super::ApiMessage) -> bool {

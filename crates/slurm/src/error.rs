@@ -30,7 +30,21 @@ fn describe(messages: &[ApiMessage]) -> String {
     messages.iter().map(ApiMessage::to_string).collect::<Vec<_>>().join("; ")
 }
 
+/// ESLURM_INVALID_NODE_NAME: a node named in the request is unknown to Slurm (deleted since, say).
+pub(super) const INVALID_NODE_NAME: i64 = 2018;
+
 impl SlurmError {
+    /// Whether Slurm refused a job, or a change to one, because a node it names (among its excluded
+    /// nodes, say) was deleted since.
+    pub fn names_a_vanished_node(&self) -> bool {
+        match self {
+            SlurmError::Api { errors, .. } | SlurmError::NotSubmitted(errors) => {
+                errors.iter().any(|e| e.error_number == INVALID_NODE_NAME)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the request got no answer (it may have reached Slurm, or not): for a submission, the
     /// job may exist.
     pub fn is_unanswered(&self) -> bool {

@@ -8,7 +8,7 @@ use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
 use super::link;
 use super::timing::RETRY;
-use super::{Context, Error, conditions, exclusions};
+use super::{Context, Error, conditions};
 use crate::slurm::{JobUpdate, expand_hostlist};
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
@@ -31,7 +31,7 @@ pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
     let marked = match ctx.slurm.update_job(&job_id, &mark).await {
         Ok(()) => true,
-        Err(error) if exclusions::names_a_vanished_node(&error) => false,
+        Err(error) if error.names_a_vanished_node() => false,
         Err(error) => return Err(error.into()),
     };
     ctx.slurm.cancel(&job_id).await?;

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::placement::Verdict;
-use crate::slurm::{Job, SlurmError, expand_hostlist};
+use crate::slurm::{Job, expand_hostlist};
 
 /// The names for the job's `excluded_nodes`, sorted. A policy's host list that cannot be expanded is
 /// passed on as written (Slurm will say what is wrong with it); names Slurm does not list are left
@@ -39,20 +39,6 @@ pub fn differs(job: &Job, wanted: &[String], verdict: &Verdict) -> bool {
     let known = |name: &String| verdict.eligible.contains(name) || verdict.excluded.contains_key(name);
     let current: BTreeSet<String> = current(job).into_iter().filter(known).collect();
     current != wanted.iter().cloned().collect()
-}
-
-/// ESLURM_INVALID_NODE_NAME: a node named in the job vanished since the last listing.
-const INVALID_NODE_NAME: i64 = 2018;
-
-/// Whether Slurm refused a job, or a change to one, because a node it names (among its excluded
-/// nodes, say) was deleted since.
-pub fn names_a_vanished_node(error: &SlurmError) -> bool {
-    match error {
-        SlurmError::Api { errors, .. } | SlurmError::NotSubmitted(errors) => {
-            errors.iter().any(|e| e.error_number == INVALID_NODE_NAME)
-        }
-        _ => false,
-    }
 }
 
 #[cfg(test)]

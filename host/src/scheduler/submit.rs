@@ -116,7 +116,7 @@ async fn submitted(pod: &Pod, job: &str, ctx: &Context) -> Result<Action, Error>
 /// What to do when a submission failed; `None` for an error that is the reconcile's own.
 async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Option<Action>, Error> {
     match error {
-        error if exclusions::names_a_vanished_node(error) => {
+        error if error.names_a_vanished_node() => {
             tracing::info!(pod = %key.name, %error, "a node named in the job vanished; trying again");
             Ok(Some(Action::requeue(RETRY)))
         }
