@@ -1,6 +1,6 @@
 //! The scheduler's decision for one pod, pure: what was observed about the pod, its placeholder jobs
-//! and Slurm ([`Facts`]) -> the one thing to do next ([`Next`]). `reconcile` observes and carries the
-//! decision out; nothing here talks to Kubernetes or Slurm, so every path has a table-driven test.
+//! and Slurm ([`Facts`]) -> a [`Decision`]: the duplicate jobs to cancel, and the one thing to do next
+//! ([`Next`]). `reconcile` observes and carries the decision out; nothing here talks to Kubernetes or Slurm, so every path has a table-driven test.
 
 use std::time::Duration;
 
@@ -41,6 +41,21 @@ pub struct Facts<'a> {
     pub taken_by_slurm: Option<TakenBySlurm>,
 }
 
+/// What a pass does: cancel the pod's duplicate jobs (any but its first live one), then the one
+/// thing that comes next.
+#[derive(Debug, PartialEq)]
+pub struct Decision<'a> {
+    pub duplicates: &'a [Placeholder],
+    pub next: Next<'a>,
+}
+
+impl<'a> Decision<'a> {
+    /// `next`, with no duplicate to cancel first.
+    pub fn only(next: Next<'a>) -> Self {
+        Self { duplicates: &[], next }
+    }
+}
+
 /// The one thing a pass does for the pod.
 #[derive(Debug, PartialEq)]
 pub enum Next<'a> {
@@ -52,8 +67,6 @@ pub enum Next<'a> {
     AwaitContainersStopped,
     /// Cancel every live job of a pod that no longer needs one.
     CancelForLeaving { live: &'a [Placeholder], why: String },
-    /// Cancel the duplicate jobs (never the first), then do `then`.
-    CancelDuplicates { duplicates: &'a [Placeholder], then: Box<Next<'a>> },
     /// Look again once this long has passed (Slurm refused the pod moments ago).
     LookAgainIn(Duration),
     /// Ask the job-mapper and submit the pod's job (alone, or with others as an array).
@@ -81,28 +94,27 @@ pub enum Next<'a> {
     Nothing,
 }
 
-pub fn decide<'a>(facts: &Facts<'a>) -> Next<'a> {
+pub fn decide<'a>(facts: &Facts<'a>) -> Decision<'a> {
     let unbound = facts.bound_to.is_none();
     if unbound
         && facts.leaving.is_none()
         && let Some(why) = &facts.slurm_unreachable
     {
-        return Next::WaitForSlurm(format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd"));
+        let message = format!("cannot read Slurm's jobs ({why}); the pod waits for slurmrestd");
+        return Decision::only(Next::WaitForSlurm(message));
     }
     if !facts.jobs_listed {
-        return Next::AwaitFirstListing;
+        return Decision::only(Next::AwaitFirstListing);
     }
     if let Some(why) = &facts.leaving {
         if !facts.live.is_empty() && facts.containers_may_run {
-            return Next::AwaitContainersStopped;
+            return Decision::only(Next::AwaitContainersStopped);
         }
-        return Next::CancelForLeaving { live: facts.live, why: why.clone() };
+        return Decision::only(Next::CancelForLeaving { live: facts.live, why: why.clone() });
     }
-    let next = decide_one_job(facts);
-    match facts.live.get(1..) {
-        Some(duplicates) if !duplicates.is_empty() => Next::CancelDuplicates { duplicates, then: Box::new(next) },
-        _ => next,
-    }
+    // One pod, one job: should a second ever appear, the first (for a bound pod, the one on its Node)
+    // is the pod's.
+    Decision { duplicates: facts.live.get(1..).unwrap_or_default(), next: decide_one_job(facts) }
 }
 
 /// The decision about the pod's first live job (or its ended ones, when none is live).

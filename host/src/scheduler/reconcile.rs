@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -45,7 +44,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     let ended: Vec<_> =
         ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_refused_attempt(&p.job)).collect();
     let facts = observe(&pod, &key, &live, &ended, bound_to.as_deref(), &ctx);
-    act(&pod, key, decide(&facts), &ctx).await
+    let decision = decide(&facts);
+    for duplicate in decision.duplicates {
+        cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
+    }
+    act(&pod, key, decision.next, &ctx).await
 }
 
 /// What the pass knows: the pod, its jobs (`live`, `ended`), and what Slurm and the host have seen.
@@ -85,66 +88,58 @@ fn observe<'a>(
 }
 
 /// Carries a decision out.
-fn act<'a>(pod: &'a Pod, key: PodKey, next: Next<'a>, ctx: &'a Context) -> BoxFuture<'a, Result<Action, Error>> {
-    Box::pin(async move {
-        match next {
-            Next::WaitForSlurm(message) => {
-                conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
-                Ok(Action::requeue(RETRY))
-            }
-            Next::AwaitFirstListing => Ok(Action::requeue(Duration::from_millis(500))),
-            Next::AwaitContainersStopped => Ok(Action::requeue(Duration::from_secs(1))),
-            Next::CancelForLeaving { live, why } => {
-                for placeholder in live {
-                    gang::keep_members_waiting(&ctx.slurm, placeholder).await;
-                    cancel(ctx, placeholder, &why).await?;
-                    let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
-                    ctx.writer.event(pod, false, "SlurmJobCancelled", "Cancel", note).await;
-                }
-                Ok(Action::await_change())
-            }
-            Next::CancelDuplicates { duplicates, then } => {
-                for duplicate in duplicates {
-                    cancel(ctx, duplicate, "a duplicate placeholder for the same pod").await?;
-                }
-                act(pod, key, *then, ctx).await
-            }
-            Next::LookAgainIn(wait) => Ok(Action::requeue(wait)),
-            Next::Submit => submit::submit(pod, key, ctx).await,
-            Next::SubmitGang(group) => gang::submit(pod, &group, ctx).await,
-            Next::Failed(job) => {
-                // The pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
-                let message =
-                    format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
-                conditions::waiting(ctx, pod, WaitReason::SlurmJobFailed, &message).await?;
-                Ok(Action::await_change())
-            }
-            Next::PreemptedBySlurm { requeued, taken } => preempted_by_slurm(pod, requeued, taken, ctx).await,
-            Next::DeleteEnded(why) => {
-                ctx.writer.event(pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
-                ctx.writer.delete(pod).await?;
-                Ok(Action::await_change())
-            }
-            Next::Replace { placeholder, why } => match bind::replace(pod, placeholder, ctx, &why).await? {
-                bind::Replaced::LookAgain(action) => Ok(action),
-                bind::Replaced::SubmitNow => submit::submit(pod, placeholder.pod.clone(), ctx).await,
-            },
-            Next::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
-            Next::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
-            Next::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
-            Next::DeleteRequeued { placeholder, node } => {
-                let note = format!(
-                    "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
-                    placeholder.job.target()
-                );
-                ctx.writer.event(pod, true, "SlurmJobRequeued", "Delete", note).await;
-                cancel(ctx, placeholder, "its pod lost its allocation").await?;
-                ctx.writer.delete(pod).await?;
-                Ok(Action::await_change())
-            }
-            Next::Nothing => Ok(Action::await_change()),
+async fn act(pod: &Pod, key: PodKey, next: Next<'_>, ctx: &Context) -> Result<Action, Error> {
+    match next {
+        Next::WaitForSlurm(message) => {
+            conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
+            Ok(Action::requeue(RETRY))
         }
-    })
+        Next::AwaitFirstListing => Ok(Action::requeue(Duration::from_millis(500))),
+        Next::AwaitContainersStopped => Ok(Action::requeue(Duration::from_secs(1))),
+        Next::CancelForLeaving { live, why } => {
+            for placeholder in live {
+                gang::keep_members_waiting(&ctx.slurm, placeholder).await;
+                cancel(ctx, placeholder, &why).await?;
+                let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
+                ctx.writer.event(pod, false, "SlurmJobCancelled", "Cancel", note).await;
+            }
+            Ok(Action::await_change())
+        }
+        Next::LookAgainIn(wait) => Ok(Action::requeue(wait)),
+        Next::Submit => submit::submit(pod, key, ctx).await,
+        Next::SubmitGang(group) => gang::submit(pod, &group, ctx).await,
+        Next::Failed(job) => {
+            // The pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
+            let message =
+                format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
+            conditions::waiting(ctx, pod, WaitReason::SlurmJobFailed, &message).await?;
+            Ok(Action::await_change())
+        }
+        Next::PreemptedBySlurm { requeued, taken } => preempted_by_slurm(pod, requeued, taken, ctx).await,
+        Next::DeleteEnded(why) => {
+            ctx.writer.event(pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
+            ctx.writer.delete(pod).await?;
+            Ok(Action::await_change())
+        }
+        Next::Replace { placeholder, why } => match bind::replace(pod, placeholder, ctx, &why).await? {
+            bind::Replaced::LookAgain(action) => Ok(action),
+            bind::Replaced::SubmitNow => submit::submit(pod, placeholder.pod.clone(), ctx).await,
+        },
+        Next::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
+        Next::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
+        Next::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
+        Next::DeleteRequeued { placeholder, node } => {
+            let note = format!(
+                "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
+                placeholder.job.target()
+            );
+            ctx.writer.event(pod, true, "SlurmJobRequeued", "Delete", note).await;
+            cancel(ctx, placeholder, "its pod lost its allocation").await?;
+            ctx.writer.delete(pod).await?;
+            Ok(Action::await_change())
+        }
+        Next::Nothing => Ok(Action::await_change()),
+    }
 }
 
 /// A job not yet running: keep its exclusions in step with the pod's placement rules, consider
