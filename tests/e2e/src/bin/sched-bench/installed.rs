@@ -3,14 +3,14 @@
 //! Nodes have room. Each pod is deleted once bound, and the next created only when its Slurm job is
 //! gone, so every pod finds the room the first one found.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use sunk_e2e::{in_slurm_root, wait_for};
 
-use super::measure::{Bindings, bench_pod_anywhere};
-use super::stats::{Summary, Trip, millis};
+use super::measure::{Bindings, bench_pod_anywhere, create_and_bind};
+use super::stats::{Summary, millis};
 
 pub async fn one_at_a_time(
     kube: &Client,
@@ -24,11 +24,7 @@ pub async fn one_at_a_time(
     let mut trips = Vec::with_capacity(count);
     for index in 0..count {
         let name = format!("{label}-{index}");
-        let sent = Instant::now();
-        api.create(&PostParams::default(), &bench_pod_anywhere(&name, scheduler, namespace)?).await?;
-        let bound =
-            wait_for(&format!("{name} to be bound"), Duration::from_secs(60), || async { bindings.of(&name) }).await?;
-        trips.push(Trip { sent, bound });
+        trips.push(create_and_bind(&api, bindings, bench_pod_anywhere(&name, scheduler, namespace)?).await?);
         api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
         let job = format!("{namespace}/{name}");
         wait_for(&format!("{name} and its Slurm job to be gone"), Duration::from_secs(60), || async {

@@ -45,7 +45,7 @@ impl Bindings {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn of(&self, name: &str) -> Option<Instant> {
+    fn of(&self, name: &str) -> Option<Instant> {
         self.lock().get(name).copied()
     }
 }
@@ -142,13 +142,20 @@ pub async fn one_by_one(
     let api: Api<Pod> = Api::namespaced(kube.clone(), namespace);
     let mut trips = Vec::with_capacity(count);
     for index in 0..count {
-        let name = format!("{prefix}-{index}");
-        let pod = bench_pod(&name, scheduler, namespace)?;
-        let sent = Instant::now();
-        api.create(&PostParams::default(), &pod).await?;
-        trips.extend(collect(bindings, vec![(name, sent)], Duration::from_secs(60)).await?);
+        trips.push(
+            create_and_bind(&api, bindings, bench_pod(&format!("{prefix}-{index}"), scheduler, namespace)?).await?,
+        );
     }
     Ok(trips)
+}
+
+/// Creates one pod and waits until it is bound.
+pub async fn create_and_bind(api: &Api<Pod>, bindings: &Bindings, pod: Pod) -> anyhow::Result<Trip> {
+    let name = pod.name_any();
+    let sent = Instant::now();
+    api.create(&PostParams::default(), &pod).await?;
+    let mut trips = collect(bindings, vec![(name, sent)], Duration::from_secs(60)).await?;
+    Ok(trips.remove(0))
 }
 
 async fn collect(bindings: &Bindings, sent: Vec<(String, Instant)>, timeout: Duration) -> anyhow::Result<Vec<Trip>> {
