@@ -1,0 +1,18 @@
+//! The end-to-end suite, one module per area, in one test binary: each of the fifteen linked the whole
+//! host on its own, which cost a link (and a few hundred MB of disk) apiece on a cold build.
+
+mod bursts;
+mod chart;
+mod chart_slurm;
+mod fast_path;
+mod gang;
+mod ha;
+mod kubelet;
+mod nodeset;
+mod placement;
+mod policy;
+mod preemption;
+mod scheduler;
+mod scheduler_conditions;
+mod scheduler_scope;
+mod syncer;
