@@ -4,9 +4,12 @@
 //!
 //! It signs its own short-lived JWTs from the cluster's `jwt.key`, so no token Secret needs rotating.
 
+mod api;
 mod auth;
 mod client;
 mod error;
+#[cfg(feature = "fake")]
+mod fake;
 mod hostlist;
 mod model;
 mod node;
@@ -15,9 +18,12 @@ mod reconnect;
 mod resources;
 mod version;
 
+pub use api::{JobId, Slurm};
 pub use auth::TokenSigner;
 pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SUBMIT_DEADLINE, SlurmClient};
 pub use error::SlurmError;
+#[cfg(feature = "fake")]
+pub use fake::FakeSlurm;
 pub use hostlist::{HostlistError, expand as expand_hostlist};
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};
 pub use node::{Node, NodeFlags, NodeUpdate};

@@ -16,7 +16,7 @@ use crate::delivery::{self, Decision};
 use crate::leader::{self, Election, LeaderGauge, Leadership};
 use crate::nodeset::{self, ClusterSettings};
 use crate::policy::{self, FailureModes, OnFailure, Policies};
-use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmInfoMetric, TokenSigner};
+use crate::slurm::{NodeCache, NodeCacheConfig, Slurm, SlurmClient, SlurmInfoMetric, TokenSigner};
 use crate::{http, scheduler};
 
 #[derive(Args)]
@@ -240,6 +240,10 @@ async fn writers(
     metrics: WriterMetrics,
 ) -> anyhow::Result<()> {
     let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
+    // Read once: a partition added later needs a host restart before pods may name it.
+    let partitions =
+        if args.scheduler { slurm.partitions().await.context("listing Slurm partitions")? } else { Vec::new() };
+    let slurm: Arc<dyn Slurm> = Arc::new(slurm);
     // PolicyModules get their status (and Events) from here, so they are the leader's too.
     let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> =
         vec![delivery::run(client.clone(), namespace, policies.clone()).map(Ok).boxed()];
@@ -264,8 +268,6 @@ async fn writers(
         controllers.push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
     }
     if let (Some(slurm_nodes), true) = (slurm_nodes, args.scheduler) {
-        // Read once: a partition added later needs a host restart before pods may name it.
-        let partitions = slurm.partitions().await.context("listing Slurm partitions")?;
         let config = scheduler::Config {
             scheduler_name: args.scheduler_name,
             poll_interval,

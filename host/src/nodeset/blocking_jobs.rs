@@ -9,17 +9,17 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-use crate::slurm::{Job, JobsPage, SlurmClient, expand_hostlist};
+use crate::slurm::{Job, JobsPage, Slurm, expand_hostlist};
 
 const MAX_AGE: Duration = Duration::from_secs(30);
 
 pub struct BlockingJobs {
-    slurm: SlurmClient,
+    slurm: Arc<dyn Slurm>,
     listed: Mutex<Option<(Instant, Arc<Vec<Job>>)>>,
 }
 
 impl BlockingJobs {
-    pub fn new(slurm: SlurmClient) -> Self {
+    pub fn new(slurm: Arc<dyn Slurm>) -> Self {
         Self { slurm, listed: Mutex::new(None) }
     }
 

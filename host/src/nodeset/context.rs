@@ -11,11 +11,11 @@ use super::resource::NodeSet;
 use super::slurmd_pod::ClusterSettings;
 use crate::kube::{EventRecorder, ReconcileMetrics};
 use crate::policy::{Policies, PolicyError};
-use crate::slurm::{NodeCache, SlurmClient, SlurmError};
+use crate::slurm::{NodeCache, Slurm, SlurmError};
 
 pub struct Context {
     pub client: Client,
-    pub slurm: SlurmClient,
+    pub slurm: Arc<dyn Slurm>,
     /// Slurm's nodes, shared with the other controllers.
     pub slurm_nodes: NodeCache,
     pub policies: Arc<Policies>,

@@ -21,7 +21,7 @@ use super::slurmd_pod::ClusterSettings;
 use super::targets::pod_owner;
 use crate::kube::{EventRecorder, ReconcileMetrics};
 use crate::policy::Policies;
-use crate::slurm::{NodeCache, NodeChange, SlurmClient};
+use crate::slurm::{NodeCache, NodeChange, Slurm};
 
 /// What the NodeSet controller is told at start-up.
 pub struct Config {
@@ -36,7 +36,7 @@ pub struct Config {
 /// someone (`NodeCache::run`); the controller only reads it.
 pub async fn run(
     client: Client,
-    slurm: SlurmClient,
+    slurm: Arc<dyn Slurm>,
     slurm_nodes: NodeCache,
     policies: Arc<Policies>,
     config: Config,

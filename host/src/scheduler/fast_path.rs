@@ -39,7 +39,7 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation
             return Allocation::Refused;
         }
     };
-    match ctx.slurm.job(job_id).await {
+    match ctx.slurm.job(&job_id).await {
         Ok(Some(job)) if job.state() == JobState::Running && !job.nodes.is_empty() => {
             Allocation::Running(Box::new(job))
         }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
 use super::link::PodKey;
-use crate::slurm::{Job, JobDescription, JobState, JobsPage, SlurmClient, SlurmError};
+use crate::slurm::{Job, JobDescription, JobState, JobsPage, Slurm, SlurmError};
 
 /// A placeholder job as last seen.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,7 +214,7 @@ impl JobCache {
     }
 
     /// Lists jobs once; returns the pods whose placeholders changed.
-    pub async fn refresh(&self, slurm: &SlurmClient) -> Result<Vec<PodKey>, SlurmError> {
+    pub async fn refresh(&self, slurm: &dyn Slurm) -> Result<Vec<PodKey>, SlurmError> {
         let began = Instant::now();
         self.write().listing_since = Some(began);
         let listed = slurm.jobs(self.last_update()).await;
@@ -242,12 +242,17 @@ impl JobCache {
 }
 
 /// Refreshes the cache every `interval` and asks for the changed pods to be reconciled.
-pub async fn poll(cache: JobCache, slurm: SlurmClient, interval: Duration, changed: UnboundedSender<ObjectRef<Pod>>) {
+pub async fn poll(
+    cache: JobCache,
+    slurm: Arc<dyn Slurm>,
+    interval: Duration,
+    changed: UnboundedSender<ObjectRef<Pod>>,
+) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        match cache.refresh(&slurm).await {
+        match cache.refresh(slurm.as_ref()).await {
             Ok(pods) => {
                 for pod in pods {
                     let _ = changed.unbounded_send(ObjectRef::new(&pod.name).within(&pod.namespace));

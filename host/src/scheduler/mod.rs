@@ -43,7 +43,7 @@ pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
 
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
-use crate::slurm::{NodeCache, SlurmClient, SlurmError};
+use crate::slurm::{NodeCache, Slurm, SlurmError};
 use placement::Placement;
 
 /// What the scheduler is told at start-up.
@@ -78,7 +78,7 @@ pub struct Context {
     pub pods: reflector::Store<Pod>,
     pub gang_locks: gang::GroupLocks,
     pub writer: PodWriter,
-    pub slurm: SlurmClient,
+    pub slurm: Arc<dyn Slurm>,
     pub jobs: JobCache,
     pub policies: Arc<Policies>,
     pub slurmd: SlurmdPods,
@@ -122,7 +122,7 @@ pub enum Error {
 /// Slurm's nodes, polled by whoever runs it (`NodeCache::run`).
 pub async fn run(
     client: Client,
-    slurm: SlurmClient,
+    slurm: Arc<dyn Slurm>,
     slurm_nodes: NodeCache,
     policies: Arc<Policies>,
     config: Config,

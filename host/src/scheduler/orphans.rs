@@ -1,13 +1,14 @@
 //! Cancels placeholders whose pod is gone: deleted while the host was down, deleted before its
 //! job was listed, or replaced by a pod of the same name.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::{JobCache, Placeholder, Scope};
-use crate::slurm::{SlurmClient, SlurmError};
+use crate::slurm::{Slurm, SlurmError};
 
 /// Jobs that hold nodes terminating at once, at most. Slurm terminates each cancelled job on its
 /// nodes: its agent sends every slurmd a request per job and takes each one's completion back, and
@@ -21,7 +22,7 @@ const TERMINATING_AT_ONCE: usize = 50;
 pub struct Sweep {
     pub jobs: JobCache,
     pub pods: Store<Pod>,
-    pub slurm: SlurmClient,
+    pub slurm: Arc<dyn Slurm>,
     pub scope: Scope,
 }
 
@@ -32,7 +33,7 @@ impl Sweep {
     }
 }
 
-async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scope, interval: Duration) {
+async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: Arc<dyn Slurm>, scope: Scope, interval: Duration) {
     // Readiness wakes only the most recent waiter, and the controller waits on the same store:
     // look again every second rather than wait once.
     loop {
@@ -70,7 +71,7 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: SlurmClient, scope: Scop
         for placeholder in &orphans {
             let key = &placeholder.pod;
             tracing::info!(job = %placeholder.job.target(), pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
-            super::gang::keep_members_waiting(&slurm, placeholder).await;
+            super::gang::keep_members_waiting(slurm.as_ref(), placeholder).await;
             batch.push(placeholder.job.target());
         }
         // One request per sweep: a deleted Deployment's hundreds of jobs go in a few requests.

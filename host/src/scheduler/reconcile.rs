@@ -98,7 +98,7 @@ async fn act(pod: &Pod, key: PodKey, next: Next<'_>, ctx: &Context) -> Result<Ac
         Next::AwaitContainersStopped => Ok(Action::requeue(Duration::from_secs(1))),
         Next::CancelForLeaving { live, why } => {
             for placeholder in live {
-                gang::keep_members_waiting(&ctx.slurm, placeholder).await;
+                gang::keep_members_waiting(ctx.slurm.as_ref(), placeholder).await;
                 cancel(ctx, placeholder, &why).await?;
                 let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
                 ctx.writer.event(pod, false, "SlurmJobCancelled", "Cancel", note).await;
@@ -216,7 +216,7 @@ fn still_running_on_its_node(pod: &Pod) -> bool {
 
 pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
     tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
-    ctx.slurm.cancel(placeholder.job.target()).await?;
+    ctx.slurm.cancel(&placeholder.job.target()).await?;
     Ok(())
 }
 

@@ -40,7 +40,7 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
         // Slurm has no arrays of external jobs: every pod's placeholder is submitted on its own.
         return submit_alone(pod, key, description, ctx).await;
     }
-    match ctx.batches.join(&ctx.slurm, key.clone(), description.clone()).await {
+    match ctx.batches.join(ctx.slurm.as_ref(), key.clone(), description.clone()).await {
         Turn::Alone(_turn) => submit_alone(pod, key, description, ctx).await,
         Turn::Task(Ok(task)) => {
             // Known as the pod's before Slurm lists it, as a lone submission is.

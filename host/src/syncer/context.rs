@@ -9,11 +9,11 @@ use kube::runtime::reflector::Store;
 use super::metrics::SyncerMetrics;
 use crate::kube::EventRecorder;
 use crate::policy::{Policies, PolicyError};
-use crate::slurm::{NodeCache, SlurmClient, SlurmError};
+use crate::slurm::{NodeCache, Slurm, SlurmError};
 
 pub struct Context {
     pub client: Client,
-    pub slurm: SlurmClient,
+    pub slurm: Arc<dyn Slurm>,
     /// Slurm's nodes, shared with the other controllers.
     pub slurm_nodes: NodeCache,
     pub policies: Arc<Policies>,

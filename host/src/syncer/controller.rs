@@ -16,7 +16,7 @@ use super::reconcile::{error_policy, reconcile};
 use crate::kube::{EventRecorder, ReconcileMetrics};
 use crate::nodeset::SLURM_NODE_LABEL;
 use crate::policy::Policies;
-use crate::slurm::{NodeCache, NodeChange, SlurmClient};
+use crate::slurm::{NodeCache, NodeChange, Slurm};
 
 pub struct Config {
     /// Only the slurmd pods of this namespace (the NodeSets' of `--nodeset-namespace`): another
@@ -31,7 +31,7 @@ pub struct Config {
 /// Runs the Syncer until a termination signal arrives. `slurm_nodes` must be polled by someone.
 pub async fn run(
     client: Client,
-    slurm: SlurmClient,
+    slurm: Arc<dyn Slurm>,
     slurm_nodes: NodeCache,
     policies: Arc<Policies>,
     config: Config,

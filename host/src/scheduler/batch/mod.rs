@@ -15,7 +15,7 @@ use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
 
 use super::link::{ArrayLink, PodKey};
-use crate::slurm::{JobDescription, SlurmClient, SlurmError};
+use crate::slurm::{JobDescription, Slurm, SlurmError};
 
 /// The most tasks one array gets (Slurm's `MaxArraySize` defaults to 1001; the link in every task's
 /// admin comment grows with each pod).
@@ -84,7 +84,7 @@ impl Batches {
 
     /// Waits for this pod's turn. Whoever gets the turn submits everything waiting by then; the pod
     /// that gets it finding only itself waiting goes alone.
-    pub async fn join(&self, slurm: &SlurmClient, pod: PodKey, description: JobDescription) -> Turn {
+    pub async fn join(&self, slurm: &dyn Slurm, pod: PodKey, description: JobDescription) -> Turn {
         if self.max_tasks == 1 {
             return Turn::Alone(TimedTurn::new(self.turn.clone().lock_owned().await));
         }
@@ -120,7 +120,7 @@ impl Batches {
 
     /// One array per namespace and shape (at most `max_tasks` pods each), every pod answered. The link
     /// names pods by namespace, so pods of other namespaces go in arrays of their own.
-    async fn submit_together(&self, slurm: &SlurmClient, batch: Vec<Waiting>) {
+    async fn submit_together(&self, slurm: &dyn Slurm, batch: Vec<Waiting>) {
         let mut shapes: BTreeMap<(String, String), Vec<Waiting>> = BTreeMap::new();
         for waiting in batch {
             let key = (waiting.pod.namespace.clone(), shape(&waiting.description));
@@ -158,7 +158,7 @@ pub fn array_description(pods: &[(PodKey, JobDescription)]) -> Option<JobDescrip
 }
 
 /// Submits pods of one namespace and shape as one array, and tells each pod its task.
-async fn submit_array(slurm: &SlurmClient, pods: Vec<Waiting>) {
+async fn submit_array(slurm: &dyn Slurm, pods: Vec<Waiting>) {
     let (members, answers): (Vec<_>, Vec<_>) = pods.into_iter().map(|w| ((w.pod, w.description), w.answer)).unzip();
     let Some(description) = array_description(&members) else { return };
     let admin_comment = description.admin_comment.clone().unwrap_or_default();
@@ -180,6 +180,7 @@ async fn submit_array(slurm: &SlurmClient, pods: Vec<Waiting>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slurm::FakeSlurm;
 
     fn pod(name: &str) -> (PodKey, JobDescription) {
         let key = PodKey { namespace: "ml".into(), name: name.into(), uid: format!("uid-{name}") };
@@ -207,11 +208,12 @@ mod tests {
     }
 
     /// Batches of a slurmrestd that is not there, and the turn of a first pod that found nobody waiting.
-    async fn first_alone() -> (Batches, SlurmClient, TimedTurn) {
+    async fn first_alone() -> (Batches, Arc<FakeSlurm>, TimedTurn) {
         let batches = Batches::new(MAX_TASKS);
-        let slurm = SlurmClient::unreachable_for_tests();
+        let slurm = Arc::new(FakeSlurm::default());
+        slurm.set_reachable(false);
         let (key, description) = pod("first");
-        let Turn::Alone(turn) = batches.join(&slurm, key, description).await else { panic!("not alone") };
+        let Turn::Alone(turn) = batches.join(slurm.as_ref(), key, description).await else { panic!("not alone") };
         (batches, slurm, turn)
     }
 
@@ -241,7 +243,7 @@ mod tests {
             .map(|name| {
                 let (batches, slurm) = (batches.clone(), slurm.clone());
                 let (key, description) = pod(name);
-                tokio::spawn(async move { batches.join(&slurm, key, description).await })
+                tokio::spawn(async move { batches.join(slurm.as_ref(), key, description).await })
             })
             .collect();
         while batches.lock().len() < 2 {
@@ -251,7 +253,7 @@ mod tests {
         for waiter in waiters {
             // Both were in one array; slurmrestd is unreachable here, so both hear why.
             match waiter.await.unwrap() {
-                Turn::Task(Err(error)) => assert!(matches!(*error, SlurmError::Http(_)), "{error}"),
+                Turn::Task(Err(error)) => assert!(error.is_unanswered(), "{error}"),
                 _ => panic!("a waiting pod must be submitted with the others"),
             }
         }

@@ -193,7 +193,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
 /// Before a member's gang job is cancelled because the member leaves: a job that does not run yet is
 /// marked replaced, so the other members stay Pending for a new job (bound members, whose job ran, go
 /// with it). A failed mark only costs those members: they are deleted as for a running gang.
-pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder: &Placeholder) {
+pub async fn keep_members_waiting(slurm: &dyn crate::slurm::Slurm, placeholder: &Placeholder) {
     if !link::is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
         return;
     }
@@ -201,7 +201,7 @@ pub async fn keep_members_waiting(slurm: &crate::slurm::SlurmClient, placeholder
         admin_comment: Some(link::replaced(&placeholder.job.admin_comment)),
         ..Default::default()
     };
-    if let Err(error) = slurm.update_job(placeholder.job.job_id, &mark).await {
+    if let Err(error) = slurm.update_job(&placeholder.job.job_id, &mark).await {
         tracing::warn!(job = placeholder.job.job_id, %error, "could not mark the gang's job as replaced");
     }
 }

@@ -59,7 +59,7 @@ pub async fn carry_out(
             let marked = with_mark(ctx, job_id, &format!("sunk: preempted by pod {by}"));
             // The mark is best effort (a job may refuse updates); the cancellation is what makes room.
             let update = JobUpdate { admin_comment: Some(marked.clone()), ..Default::default() };
-            match ctx.slurm.update_job(job_id, &update).await {
+            match ctx.slurm.update_job(&job_id, &update).await {
                 Ok(()) => admin_comment = Some(marked),
                 Err(error) => {
                     tracing::info!(job = job_id, %error, "could not leave the preemption's reason on the job")
@@ -69,9 +69,9 @@ pub async fn carry_out(
         let pods = pods_of(job_id, ctx).await?;
         if victim.mode == PreemptMode::Requeue {
             // The policy world let only a batch job of a Slurm that can requeue through: no pods.
-            ctx.slurm.requeue(job_id).await?;
+            ctx.slurm.requeue(&job_id).await?;
         } else {
-            ctx.slurm.cancel(job_id).await?;
+            ctx.slurm.cancel(&job_id).await?;
         }
         ctx.jobs.record_cancelled(&job_id.to_string(), admin_comment.as_deref());
         for victim_pod in pods {

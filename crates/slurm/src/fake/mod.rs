@@ -1,0 +1,202 @@
+//! An in-memory Slurm for the middle tier of tests (the `fake` feature): nodes with CPUs and
+//! partitions, batch jobs, immediate allocations, arrays and multi-node jobs, started by a simple
+//! first-fit in priority order whenever something changes. It answers as slurmrestd does where the
+//! host relies on it (a cancelled job stays listed as ended; an unknown node in a request is error
+//! 2018; a refused immediate allocation leaves an ended record), and nothing more: the end-to-end suite
+//! checks the real Slurm.
+//!
+//! Tests drive it like an administrator and a workload would: [`FakeSlurm::finish`],
+//! [`FakeSlurm::set_reachable`], [`FakeSlurm::add_node`], and read it with [`FakeSlurm::live_jobs`].
+
+mod fit;
+mod slurm_impl;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::{ApiMessage, Job, JobDescription, JobState, NoValue, Node, SlurmError};
+
+use fit::Demand;
+
+/// A Slurm cluster in memory. Cheap to build; share it as `Arc<FakeSlurm>`.
+pub struct FakeSlurm {
+    world: Mutex<World>,
+}
+
+#[derive(Default)]
+struct World {
+    nodes: BTreeMap<String, Node>,
+    jobs: BTreeMap<u32, Job>,
+    /// What each job asks of the nodes it runs on.
+    demands: BTreeMap<u32, Demand>,
+    next_job_id: u32,
+    /// Slurm's `last_update`: bumped on every change.
+    changed_at: u64,
+    reachable: bool,
+    can_requeue: bool,
+    /// Every request that changed something, as `verb target` (`cancel 12`, `drain n1`), in order.
+    requests: Vec<String>,
+}
+
+impl Default for FakeSlurm {
+    fn default() -> Self {
+        let world = World { next_job_id: 100, changed_at: 1, reachable: true, can_requeue: true, ..World::default() };
+        Self { world: Mutex::new(world) }
+    }
+}
+
+impl FakeSlurm {
+    /// A cluster of `count` idle nodes `prefix-1..`, each with `cpus` CPUs, in partition `batch`.
+    pub fn with_nodes(prefix: &str, count: usize, cpus: u64) -> Self {
+        let slurm = Self::default();
+        for n in 1..=count {
+            slurm.add_node(&format!("{prefix}-{n}"), cpus, &["batch"]);
+        }
+        slurm
+    }
+
+    pub fn add_node(&self, name: &str, cpus: u64, partitions: &[&str]) {
+        let node = Node {
+            name: name.to_owned(),
+            state: vec!["IDLE".into(), "DYNAMIC_NORM".into()],
+            cpus,
+            real_memory: 1 << 20,
+            partitions: partitions.iter().map(|p| p.to_string()).collect(),
+            ..Default::default()
+        };
+        self.change(|world| {
+            world.nodes.insert(name.to_owned(), node);
+        });
+    }
+
+    /// Slurm answering (true) or every request failing as an unreachable slurmrestd's would.
+    pub fn set_reachable(&self, reachable: bool) {
+        self.world.lock().expect("fake Slurm").reachable = reachable;
+    }
+
+    /// Whether slurmrestd offers requeueing (26.05's v0.0.45); on by default.
+    pub fn set_can_requeue(&self, can: bool) {
+        self.world.lock().expect("fake Slurm").can_requeue = can;
+    }
+
+    /// The job (`12` or `10_3`) ends as its script would, with `state` (`COMPLETED`, `FAILED`...).
+    pub fn finish(&self, job_id: &str, state: &str) {
+        self.change(|world| {
+            if let Some(id) = world.resolve(job_id) {
+                world.end(id, state);
+            }
+        });
+    }
+
+    /// Jobs not ended, by id.
+    pub fn live_jobs(&self) -> Vec<Job> {
+        let world = self.world.lock().expect("fake Slurm");
+        world.jobs.values().filter(|job| job.state() != JobState::Ended).cloned().collect()
+    }
+
+    /// Every job Slurm knows, ended ones included.
+    pub fn all_jobs(&self) -> Vec<Job> {
+        self.world.lock().expect("fake Slurm").jobs.values().cloned().collect()
+    }
+
+    pub fn node(&self, name: &str) -> Option<Node> {
+        self.world.lock().expect("fake Slurm").nodes.get(name).cloned()
+    }
+
+    /// Every request that changed something, as `verb target`, in order (`submit 100`, `cancel 100`,
+    /// `drain n1`, `undrain n1`, `comment n1`, `delete n1`, `update 100`, `requeue 100`).
+    pub fn requests(&self) -> Vec<String> {
+        self.world.lock().expect("fake Slurm").requests.clone()
+    }
+
+    /// Answers a request that reads, refusing as an unreachable slurmrestd would.
+    fn read<T>(&self, read: impl FnOnce(&World) -> T) -> Result<T, SlurmError> {
+        let world = self.world.lock().expect("fake Slurm");
+        if !world.reachable {
+            return Err(SlurmError::NoAnswer("the fake Slurm (unreachable)", std::time::Duration::ZERO));
+        }
+        Ok(read(&world))
+    }
+
+    /// Answers a request that changes something (`request` is logged as `verb target`); the nodes'
+    /// states and the pending jobs follow the change.
+    fn write<T>(
+        &self,
+        request: String,
+        change: impl FnOnce(&mut World) -> Result<T, SlurmError>,
+    ) -> Result<T, SlurmError> {
+        let mut world = self.world.lock().expect("fake Slurm");
+        if !world.reachable {
+            return Err(SlurmError::NoAnswer("the fake Slurm (unreachable)", std::time::Duration::ZERO));
+        }
+        world.requests.push(request);
+        let answer = change(&mut world);
+        world.changed_at += 1;
+        world.start_what_fits();
+        answer
+    }
+
+    fn change(&self, change: impl FnOnce(&mut World)) {
+        let mut world = self.world.lock().expect("fake Slurm");
+        change(&mut world);
+        world.changed_at += 1;
+        world.start_what_fits();
+    }
+}
+
+impl World {
+    /// The record `job_id` (`12`, or `10_3` for an array's task) names.
+    fn resolve(&self, job_id: &str) -> Option<u32> {
+        match job_id.split_once('_') {
+            None => job_id.parse().ok().filter(|id| self.jobs.contains_key(id)),
+            Some((array, task)) => {
+                let (array, task) = (array.parse::<u64>().ok()?, task.parse::<u64>().ok()?);
+                self.jobs
+                    .values()
+                    .find(|job| job.array_job_id.get() == Some(array) && job.array_task_id.get() == Some(task))
+                    .map(|job| job.job_id)
+            }
+        }
+    }
+
+    fn end(&mut self, id: u32, state: &str) {
+        if let Some(job) = self.jobs.get_mut(&id).filter(|job| job.state() != JobState::Ended) {
+            job.job_state = vec![state.to_owned()];
+            job.nodes.clear();
+        }
+    }
+
+    fn unknown_node(&self, names: &[String]) -> Option<SlurmError> {
+        let unknown = names.iter().find(|name| !name.is_empty() && !self.nodes.contains_key(*name))?;
+        Some(SlurmError::NotSubmitted(vec![refusal(2018, &format!("Invalid node name specified: {unknown}"))]))
+    }
+
+    /// A job record for `description`, pending, with the next id.
+    fn record(&mut self, description: &JobDescription, batch: bool) -> u32 {
+        let id = self.next_job_id;
+        self.next_job_id += 1;
+        let job = Job {
+            job_id: id,
+            name: description.name.clone(),
+            admin_comment: description.admin_comment.clone().unwrap_or_default(),
+            comment: description.comment.clone().unwrap_or_default(),
+            account: description.account.clone().unwrap_or_default(),
+            job_state: vec!["PENDING".into()],
+            partition: description.partition.clone().unwrap_or_else(|| "batch".into()),
+            priority: description.priority.unwrap_or(NoValue::of(1000)),
+            excluded_nodes: description.excluded_nodes.join(","),
+            batch_flag: batch,
+            requeue: batch,
+            cpus: NoValue::of(u64::from(description.cpus_per_task.max(1))),
+            node_count: NoValue::of(u64::from(description.minimum_nodes.unwrap_or(1))),
+            ..Default::default()
+        };
+        self.jobs.insert(id, job);
+        self.demands.insert(id, Demand::of(description));
+        id
+    }
+}
+
+fn refusal(error_number: i64, description: &str) -> ApiMessage {
+    ApiMessage { description: description.to_owned(), error_number, ..Default::default() }
+}

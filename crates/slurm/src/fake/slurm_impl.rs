@@ -1,0 +1,197 @@
+//! The fake answering the host's requests, as slurmrestd would.
+
+use async_trait::async_trait;
+
+use super::{FakeSlurm, World, refusal};
+use crate::api::{JobId, Slurm};
+use crate::{
+    ApiVersion, Job, JobDescription, JobState, JobUpdate, JobsPage, NoValue, NodeSource, NodeUpdate, NodesPage,
+    SlurmError, array_task_ids,
+};
+
+#[async_trait]
+impl Slurm for FakeSlurm {
+    fn api(&self) -> ApiVersion {
+        ApiVersion::V0_0_44
+    }
+
+    fn can_requeue(&self) -> bool {
+        self.world.lock().expect("fake Slurm").can_requeue
+    }
+
+    async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError> {
+        self.write(format!("submit {}", job.name), |world| {
+            world.refuse_unknown_nodes(job)?;
+            let tasks = job.array.as_deref().map(array_task_ids).unwrap_or_default();
+            if tasks.is_empty() {
+                return Ok(world.record(job, true));
+            }
+            let array = world.next_job_id;
+            for task in tasks {
+                let id = world.record(job, true);
+                let record = world.jobs.get_mut(&id).expect("just recorded");
+                record.array_job_id = NoValue::of(u64::from(array));
+                record.array_task_id = NoValue::of(u64::from(task));
+            }
+            Ok(array)
+        })
+    }
+
+    async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
+        self.write(format!("allocate {}", job.name), |world| {
+            world.refuse_unknown_nodes(job)?;
+            let id = world.record(job, false);
+            if job.immediate == Some(true) && !world.fits_now(id) {
+                // Slurm keeps the refused attempt's record, ended.
+                world.end(id, "CANCELLED");
+                return Err(SlurmError::NotSubmitted(vec![refusal(
+                    2015,
+                    "Unable to allocate resources: Requested nodes are busy",
+                )]));
+            }
+            Ok(id)
+        })
+    }
+
+    async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError> {
+        self.read(|world| world.resolve(&job_id.to_string()).and_then(|id| world.jobs.get(&id).cloned()))
+    }
+
+    async fn cancel(&self, job_id: &JobId) -> Result<(), SlurmError> {
+        self.write(format!("cancel {job_id}"), |world| {
+            world.cancel(&job_id.to_string());
+            Ok(())
+        })
+    }
+
+    async fn requeue(&self, job_id: &JobId) -> Result<(), SlurmError> {
+        self.write(format!("requeue {job_id}"), |world| {
+            let job = world.resolve(&job_id.to_string()).and_then(|id| world.jobs.get_mut(&id));
+            match job {
+                Some(job) if world.can_requeue && job.batch_flag && job.requeue && job.state() == JobState::Running => {
+                    job.job_state = vec!["PENDING".into()];
+                    job.nodes.clear();
+                    job.state_reason = "BeginTime".into();
+                    Ok(())
+                }
+                _ => Err(SlurmError::Api {
+                    what: "job requeue",
+                    status: 500,
+                    errors: vec![refusal(2039, "Requested operation is presently disabled")],
+                }),
+            }
+        })
+    }
+
+    async fn cancel_jobs(&self, job_ids: &[String]) -> Result<Vec<(String, String)>, SlurmError> {
+        self.write(format!("cancel {}", job_ids.join(",")), |world| {
+            job_ids.iter().for_each(|id| world.cancel(id));
+            Ok(Vec::new())
+        })
+    }
+
+    async fn update_job(&self, job_id: &JobId, update: &JobUpdate) -> Result<(), SlurmError> {
+        self.write(format!("update {job_id}"), |world| {
+            if let Some(error) = update.excluded_nodes.as_deref().and_then(|names| world.unknown_node(names)) {
+                let SlurmError::NotSubmitted(errors) = error else { unreachable!("unknown_node's refusal") };
+                return Err(SlurmError::Api { what: "job update", status: 500, errors });
+            }
+            let id = world.resolve(&job_id.to_string()).ok_or_else(|| SlurmError::Api {
+                what: "job update",
+                status: 404,
+                errors: vec![refusal(2017, "Invalid job id specified")],
+            })?;
+            let job = world.jobs.get_mut(&id).expect("resolved");
+            if let Some(comment) = &update.admin_comment {
+                job.admin_comment.clone_from(comment);
+            }
+            if let Some(excluded) = &update.excluded_nodes {
+                job.excluded_nodes = excluded.join(",");
+                if let Some(demand) = world.demands.get_mut(&id) {
+                    demand.excluded.clone_from(excluded);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError> {
+        self.read(|world| match since {
+            Some(since) if since == world.changed_at => JobsPage::Unchanged,
+            _ => JobsPage::All { jobs: world.jobs.values().cloned().collect(), last_update: world.changed_at },
+        })
+    }
+
+    async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
+        self.read(|world| match since {
+            Some(since) if since == world.changed_at => NodesPage::Unchanged,
+            _ => NodesPage::All { nodes: world.nodes.values().cloned().collect(), last_update: Some(world.changed_at) },
+        })
+    }
+
+    async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
+        let verb = update.state.first().map_or("comment", |state| if state == "DRAIN" { "drain" } else { "undrain" });
+        self.write(format!("{verb} {name}"), |world| {
+            let node = world.nodes.get_mut(name).ok_or_else(|| SlurmError::Api {
+                what: "node update",
+                status: 500,
+                errors: vec![refusal(2018, "Invalid node name specified")],
+            })?;
+            match verb {
+                "drain" => {
+                    node.state.retain(|flag| flag != "DRAIN");
+                    node.state.push("DRAIN".into());
+                    node.reason = update.reason.clone().unwrap_or_default();
+                }
+                "undrain" => {
+                    node.state.retain(|flag| flag != "DRAIN");
+                    node.reason.clear();
+                }
+                _ => node.comment = update.comment.clone().unwrap_or_default(),
+            }
+            Ok(())
+        })
+    }
+
+    async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
+        self.write(format!("delete {name}"), |world| {
+            if world.nodes.get(name).is_some_and(|node| node.flags().is_busy()) {
+                return Err(SlurmError::Api {
+                    what: "node delete",
+                    status: 500,
+                    errors: vec![refusal(2050, "Node has jobs")],
+                });
+            }
+            world.nodes.remove(name);
+            Ok(())
+        })
+    }
+}
+
+impl NodeSource for FakeSlurm {
+    async fn list_nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
+        Slurm::nodes(self, since).await
+    }
+}
+
+impl World {
+    fn cancel(&mut self, job_id: &str) {
+        // An array's id alone names all of its tasks.
+        let tasks: Vec<u32> = match job_id.parse::<u64>() {
+            Ok(array) => {
+                self.jobs.values().filter(|job| job.array_job_id.get() == Some(array)).map(|job| job.job_id).collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        for id in tasks.into_iter().chain(self.resolve(job_id)) {
+            self.end(id, "CANCELLED");
+        }
+    }
+
+    fn refuse_unknown_nodes(&self, job: &JobDescription) -> Result<(), SlurmError> {
+        match self.unknown_node(&job.required_nodes).or_else(|| self.unknown_node(&job.excluded_nodes)) {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
+}
