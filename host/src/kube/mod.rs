@@ -4,6 +4,8 @@
 mod connect;
 mod events;
 #[cfg(test)]
+pub(crate) mod fake_api;
+#[cfg(test)]
 pub(crate) mod mock_api;
 pub mod node_match;
 mod pod_writer;

@@ -11,6 +11,8 @@ mod gang;
 mod job_cache;
 mod link;
 mod metrics;
+#[cfg(test)]
+mod middle_tier;
 mod node_fit;
 mod orphans;
 mod placeholder;

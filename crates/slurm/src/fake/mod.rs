@@ -64,9 +64,7 @@ impl FakeSlurm {
             partitions: partitions.iter().map(|p| p.to_string()).collect(),
             ..Default::default()
         };
-        self.change(|world| {
-            world.nodes.insert(name.to_owned(), node);
-        });
+        self.change(|world| world.nodes.insert(name.to_owned(), node));
     }
 
     /// Slurm answering (true) or every request failing as an unreachable slurmrestd's would.
@@ -86,6 +84,23 @@ impl FakeSlurm {
                 world.end(id, state);
             }
         });
+    }
+
+    /// A second job just like `job_id` (its admin comment included), as a submission whose answer
+    /// was lost and which was retried would leave. Its id.
+    pub fn duplicate(&self, job_id: u32) -> Option<u32> {
+        let mut copy = None;
+        self.change(|world| {
+            let (job, demand) = (world.jobs.get(&job_id)?.clone(), world.demands.get(&job_id)?.clone());
+            let id = world.next_job_id;
+            world.next_job_id += 1;
+            let job = Job { job_id: id, job_state: vec!["PENDING".into()], nodes: String::new(), ..job };
+            world.jobs.insert(id, job);
+            world.demands.insert(id, demand);
+            copy = Some(id);
+            Some(())
+        });
+        copy
     }
 
     /// Jobs not ended, by id.
@@ -136,7 +151,7 @@ impl FakeSlurm {
         answer
     }
 
-    fn change(&self, change: impl FnOnce(&mut World)) {
+    fn change<T>(&self, change: impl FnOnce(&mut World) -> T) {
         let mut world = self.world.lock().expect("fake Slurm");
         change(&mut world);
         world.changed_at += 1;

@@ -1,0 +1,229 @@
+//! The middle tier of the scheduler's tests: the real reconcile (observe -> decide -> act) against an
+//! in-memory Slurm ([`FakeSlurm`]) and a fake API server ([`FakeApi`]), in milliseconds. A [`World`]
+//! is the demo's shape: Slurm nodes `slurm-1` and `slurm-2` (2 CPUs each) whose slurmd pods run on
+//! Kubernetes Nodes `kube-node-1` and `-2`. A test creates pods, lets the host pass over them until
+//! nothing changes, plays Slurm's part (a job finishes, slurmrestd goes away) and reads the outcome
+//! as a user would: where a pod is bound, what its `PodScheduled` condition says, which jobs Slurm
+//! holds. The end-to-end suite checks the same against the real parts.
+
+mod gangs;
+mod pods;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures::channel::mpsc;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, store::Writer};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use super::timing::RECHECK;
+use super::{Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile};
+use crate::kube::PodWriter;
+use crate::kube::fake_api::FakeApi;
+use crate::policy::{self, FailureModes, Policies};
+use crate::slurm::{FakeSlurm, Job, NodeCache, NodeCacheConfig};
+use crate::vocabulary::SLURM_NODE_LABEL;
+
+const SCHEDULER: &str = "sunk";
+pub const NAMESPACE: &str = "ml";
+
+/// Passes over every pod at most this often before a test gives up on the world settling.
+const MOST_ROUNDS: usize = 20;
+
+pub struct World {
+    pub slurm: Arc<FakeSlurm>,
+    pub api: FakeApi,
+    ctx: Arc<Context>,
+    pods: Writer<Pod>,
+    /// Pods the host asked to look at again (a group's other members).
+    decide_again: mpsc::UnboundedReceiver<ObjectRef<Pod>>,
+    /// Each pod as it was when last passed over.
+    last_passed: BTreeMap<String, String>,
+    /// Pods to pass over next round: their pass asked to look again soon, or failed.
+    due_soon: BTreeSet<String>,
+}
+
+impl World {
+    pub async fn new() -> Self {
+        let slurm = Arc::new(FakeSlurm::with_nodes("slurm", 2, 2));
+        let api = FakeApi::default();
+        let client = api.client();
+
+        let (nodes, mut nodes_writer) = reflector::store::<Node>();
+        let (slurmd, mut slurmd_writer) = reflector::store::<Pod>();
+        for n in 1..=2 {
+            let node: Node = serde_json::from_value(json!({"metadata": {"name": format!("kube-node-{n}")}})).unwrap();
+            nodes_writer.apply_watcher_event(&watcher::Event::Apply(node));
+            let slurmd_pod = json!({
+                "metadata": {"name": format!("slurmd-{n}"), "namespace": "slurm", "uid": format!("slurmd-{n}"),
+                             "labels": {SLURM_NODE_LABEL: format!("slurm-{n}")}},
+                "spec": {"nodeName": format!("kube-node-{n}"), "containers": []},
+            });
+            slurmd_writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(slurmd_pod).unwrap()));
+        }
+        let slurm_nodes = NodeCache::new(NodeCacheConfig::every(std::time::Duration::from_millis(100)));
+        let slurmd = SlurmdPods::new(slurmd);
+        let (pods, pods_writer) = reflector::store::<Pod>();
+        let (decide_again, decide_again_rx) = mpsc::unbounded();
+        let ctx = Context {
+            writer: PodWriter::new(client.clone(), SCHEDULER),
+            client,
+            pods,
+            gang_locks: gang::GroupLocks::default(),
+            slurm: slurm.clone(),
+            jobs: super::JobCache::default(),
+            policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),
+            slurmd: slurmd.clone(),
+            placement: Placement { nodes, slurmd, slurm_nodes },
+            cluster: policy::Cluster {
+                partitions: vec!["batch".into()],
+                default_partition: Some("batch".into()),
+                default_account: None,
+                // Above the 30 s a pod gets by default, as the job-mapper requires.
+                kill_wait_seconds: 60,
+            },
+            metrics: SchedulerMetrics::default(),
+            fast_path: false,
+            placeholders: Placeholders::Batch,
+            batches: batch::Batches::new(1),
+            preemption: false,
+            preemptions: preemption::InFlight::default(),
+            requeued_seen: preemption::by_slurm::FirstSeen::default(),
+            decide_again,
+        };
+        let world = Self {
+            slurm,
+            api,
+            ctx: Arc::new(ctx),
+            pods: pods_writer,
+            decide_again: decide_again_rx,
+            last_passed: BTreeMap::new(),
+            due_soon: BTreeSet::new(),
+        };
+        world.observe_slurm().await;
+        world
+    }
+
+    /// The host's caches catch up with Slurm, as its polls would.
+    async fn observe_slurm(&self) {
+        // Unreachable is one of the things a test plays: the caches then keep what they had.
+        let _ = self.ctx.placement.slurm_nodes.poll_once(self.slurm.as_ref()).await;
+        let _ = self.ctx.jobs.refresh(self.slurm.as_ref()).await;
+    }
+
+    /// A pod naming sunk, asking for `cpus`, created by its owner.
+    pub fn create(&mut self, name: &str, cpus: &str, labels: serde_json::Value, annotations: serde_json::Value) {
+        let pod = json!({
+            "metadata": {"name": name, "namespace": NAMESPACE, "uid": format!("uid-{name}"),
+                         "labels": labels, "annotations": annotations},
+            "spec": {"schedulerName": SCHEDULER, "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpus, "memory": "64Mi"}}}
+            ]},
+        });
+        self.api.put_pod(serde_json::from_value(pod).expect("a pod"));
+    }
+
+    /// The owner deletes the pod; it stays, leaving, until the host lets it go (no finalizer here:
+    /// the kubelet's part is played by `pass`, which drops a leaving pod once it was looked at).
+    pub fn delete(&mut self, name: &str) {
+        let mut pod = self.pod(name).expect("a pod to delete");
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+        self.api.put_pod(pod);
+    }
+
+    pub fn pod(&self, name: &str) -> Option<Pod> {
+        self.api.pod(NAMESPACE, name)
+    }
+
+    /// The Node the pod is bound to.
+    pub fn node_of(&self, name: &str) -> Option<String> {
+        self.pod(name)?.spec?.node_name
+    }
+
+    /// The pod's `PodScheduled` condition: its status and reason, e.g. `("False", "Unschedulable")`.
+    pub fn scheduled(&self, name: &str) -> Option<(String, String)> {
+        let conditions = self.pod(name)?.status?.conditions?;
+        let condition = conditions.into_iter().find(|c| c.type_ == "PodScheduled")?;
+        Some((condition.status, condition.reason.unwrap_or_default()))
+    }
+
+    /// The live Slurm job linked to the pod, if there is one.
+    pub fn job_of(&self, name: &str) -> Option<Job> {
+        let uid = format!("uid-{name}");
+        self.slurm.live_jobs().into_iter().find(|job| job.admin_comment.contains(&uid))
+    }
+
+    /// The host passes over pods as its controller would, until a round changes nothing in Slurm or
+    /// in the API server. Returns the writes made to the API server meanwhile.
+    pub async fn settle(&mut self) -> Vec<String> {
+        let before = self.api.writes().len();
+        // Events repeat on every pass that waits (as a series): they are not a change of state.
+        let changes = |world: &Self| {
+            let writes = world.api.writes().iter().filter(|write| !write.starts_with("event ")).count();
+            (writes, world.slurm.requests().len())
+        };
+        for _ in 0..MOST_ROUNDS {
+            let changed_before = changes(self);
+            let asked_again = self.round().await;
+            if changes(self) == changed_before && !asked_again {
+                return self.api.writes().split_off(before);
+            }
+        }
+        panic!("the world did not settle in {MOST_ROUNDS} rounds: {:?}", self.api.writes());
+    }
+
+    /// One round of the controller's triggers, time compressed: a pod is passed over when its object
+    /// changed (the watch), when the job cache saw its job change (the poll), when another pass asked
+    /// for it (a group's other members), or when its last pass asked to look again soon. A pass that
+    /// asked to be rechecked in a minute ([`RECHECK`]) is not passed again by time alone, so a test
+    /// shows what a user sees within that minute. Returns whether a pass asked for another pod.
+    async fn round(&mut self) -> bool {
+        let mut due = std::mem::take(&mut self.due_soon);
+        // The poll: Slurm's nodes, and the pods whose jobs changed.
+        let _ = self.ctx.placement.slurm_nodes.poll_once(self.slurm.as_ref()).await;
+        if let Ok(changed) = self.ctx.jobs.refresh(self.slurm.as_ref()).await {
+            due.extend(changed.into_iter().map(|key| key.name));
+        }
+        // The watch: every pod whose object differs from when it was last passed over.
+        for pod in self.api.pods() {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let now = serde_json::to_string(&pod).expect("JSON");
+            if self.last_passed.get(&name) != Some(&now) {
+                due.insert(name);
+            }
+            self.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+        }
+        while let Ok(asked) = self.decide_again.try_recv() {
+            due.insert(asked.name);
+        }
+        for name in due {
+            let Some(pod) = self.pod(&name) else { continue };
+            self.last_passed.insert(name.clone(), serde_json::to_string(&pod).expect("JSON"));
+            let leaving = pod.metadata.deletion_timestamp.is_some();
+            match reconcile::reconcile(Arc::new(pod.clone()), self.ctx.clone()).await {
+                Ok(action) if action == Action::await_change() || action == Action::requeue(RECHECK) => {}
+                Ok(_soon) => _ = self.due_soon.insert(name.clone()),
+                // The controller retries an error soon (`error_policy`).
+                Err(error) => {
+                    eprintln!("pass over {name}: {error}");
+                    self.due_soon.insert(name.clone());
+                }
+            }
+            if leaving {
+                // The kubelet is done with it: gone from the API server.
+                self.api.remove_pod(NAMESPACE, &name);
+                self.pods.apply_watcher_event(&watcher::Event::Delete(pod));
+            }
+        }
+        let mut asked_again = false;
+        while let Ok(asked) = self.decide_again.try_recv() {
+            self.due_soon.insert(asked.name);
+            asked_again = true;
+        }
+        asked_again
+    }
+}
