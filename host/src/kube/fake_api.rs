@@ -1,22 +1,26 @@
-//! A fake API server for the middle tier of tests: a [`Client`] over pods held in memory. It does
-//! what the scheduler's writes need (the `PodScheduled` condition patched into a pod's status, a
-//! binding, a delete, an eviction, Events) and records each write as one line (`bind ml/a
-//! kube-node-1`, `delete ml/a`, `event ml/a SlurmJobCancelled`), so a test reads what the host did
-//! the way an operator would. Any other call is answered 404 and recorded as `unexpected ...`.
+//! A fake API server for the middle tier of tests: a [`Client`] over objects held in memory, by
+//! path. It serves what the controllers' writes need (merge and strategic patches of pods and Nodes
+//! and their status, a binding, a delete, an eviction, Events) and records each write as one line
+//! (`bind ml/a kube-node-1`, `delete ml/a`, `patch nodes/kube-node-1/status`, `event ml/a
+//! SlurmJobCancelled`), so a test reads what the host did the way an operator would: from the
+//! objects, or from that log. Any other call is answered 404 and logged as `unexpected ...`.
 //!
-//! Unlike `mock_api` it expects no script: a test states the outcome, not the order of calls.
+//! Unlike `mock_api` it expects no script: a test states the outcome, not the order of calls. Its
+//! strategic merge knows one list, `conditions`, merged by `type` (with `$patch: delete`); every
+//! other list is replaced, as a JSON merge patch does.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use http::{Method, Request, Response};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::client::Body;
 use kube::{Client, ResourceExt};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-/// The pods, and every write the host made.
+/// The objects, and every write the host made.
 #[derive(Clone, Default)]
 pub struct FakeApi {
     state: Arc<Mutex<State>>,
@@ -24,7 +28,8 @@ pub struct FakeApi {
 
 #[derive(Default)]
 struct State {
-    pods: BTreeMap<(String, String), Pod>,
+    /// By kind and name: `pods/ml/a`, `nodes/kube-node-1`.
+    objects: BTreeMap<String, Value>,
     writes: Vec<String>,
 }
 
@@ -40,21 +45,33 @@ impl FakeApi {
     }
 
     pub fn put_pod(&self, pod: Pod) {
-        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
-        self.lock().pods.insert(key, pod);
+        let key = format!("pods/{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+        self.put(key, json!(pod));
+    }
+
+    pub fn put_node(&self, node: Node) {
+        self.put(format!("nodes/{}", node.name_any()), json!(node));
     }
 
     /// The pod is gone (its kubelet is done with it, say), without a write by the host.
     pub fn remove_pod(&self, namespace: &str, name: &str) {
-        self.lock().pods.remove(&(namespace.to_owned(), name.to_owned()));
+        self.lock().objects.remove(&format!("pods/{namespace}/{name}"));
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
-        self.lock().pods.get(&(namespace.to_owned(), name.to_owned())).cloned()
+        self.get(&format!("pods/{namespace}/{name}"))
+    }
+
+    pub fn node(&self, name: &str) -> Option<Node> {
+        self.get(&format!("nodes/{name}"))
     }
 
     pub fn pods(&self) -> Vec<Pod> {
-        self.lock().pods.values().cloned().collect()
+        self.all("pods/")
+    }
+
+    pub fn nodes(&self) -> Vec<Node> {
+        self.all("nodes/")
     }
 
     /// Every write so far, as one line each, in order.
@@ -62,89 +79,113 @@ impl FakeApi {
         self.lock().writes.clone()
     }
 
+    fn put(&self, key: String, object: Value) {
+        self.lock().objects.insert(key, object);
+    }
+
+    fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        let object = self.lock().objects.get(key).cloned()?;
+        Some(serde_json::from_value(object).expect("a stored object"))
+    }
+
+    fn all<T: DeserializeOwned>(&self, prefix: &str) -> Vec<T> {
+        let state = self.lock();
+        let objects = state.objects.iter().filter(|(key, _)| key.starts_with(prefix));
+        objects.map(|(_, object)| serde_json::from_value(object.clone()).expect("a stored object")).collect()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("fake API server")
     }
 
     async fn answer(&self, request: Request<Body>) -> Response<Body> {
-        let method = request.method().clone();
+        let method = request.method().as_str().to_owned();
         let path = request.uri().path().to_owned();
+        let strategic = request
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|kind| kind.as_bytes().starts_with(b"application/strategic-merge-patch"));
         let body = request.into_body().collect_bytes().await.expect("a request body");
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match segments.as_slice() {
+        let (key, sub) = match segments.as_slice() {
             ["api", "v1", "namespaces", namespace, "pods", name, rest @ ..] => {
-                self.pod_call(&method, namespace, name, rest.first().copied(), &body)
+                (format!("pods/{namespace}/{name}"), rest.first().copied())
             }
+            ["api", "v1", "nodes", name, rest @ ..] => (format!("nodes/{name}"), rest.first().copied()),
             ["apis", "events.k8s.io", "v1", "namespaces", namespace, "events", ..] => {
                 let about = body["regarding"]["name"].as_str().unwrap_or_default();
                 let reason = body["reason"].as_str().unwrap_or_default();
                 self.lock().writes.push(format!("event {namespace}/{about} {reason}"));
-                reply(201, body)
+                return reply(201, body);
             }
-            _ => self.unexpected(&method, &path),
-        }
-    }
-
-    fn pod_call(
-        &self,
-        method: &Method,
-        namespace: &str,
-        name: &str,
-        sub: Option<&str>,
-        body: &Value,
-    ) -> Response<Body> {
-        let key = (namespace.to_owned(), name.to_owned());
-        let mut guard = self.lock();
-        let State { pods, writes } = &mut *guard;
-        let Some(pod) = pods.get_mut(&key) else {
-            return status(404, "NotFound", &format!("pods \"{name}\" not found"));
+            _ => return self.unexpected(&method, &path),
         };
+        let mut state = self.lock();
+        let State { objects, writes } = &mut *state;
+        let Some(object) = objects.get_mut(&key) else {
+            return status(404, "NotFound", &format!("{key} not found"));
+        };
+        let named = key.split_once('/').map_or(key.as_str(), |(_, named)| named).to_owned();
         match (method.as_str(), sub) {
-            ("GET", None) => reply(200, json!(pod)),
-            ("PATCH", Some("status")) => {
-                let conditions: Vec<PodCondition> =
-                    serde_json::from_value(body["status"]["conditions"].clone()).unwrap_or_default();
-                let status = pod.status.get_or_insert_with(PodStatus::default);
-                let held = status.conditions.get_or_insert_with(Vec::new);
-                for condition in conditions {
-                    let line = format!(
-                        "condition {namespace}/{name} {} {}",
-                        condition.status,
-                        condition.reason.as_deref().unwrap_or_default()
-                    );
-                    held.retain(|c| c.type_ != condition.type_);
-                    held.push(condition);
-                    writes.push(line);
-                }
-                reply(200, json!(pod))
+            ("GET", None) => reply(200, object.clone()),
+            ("PATCH", sub @ (None | Some("status"))) => {
+                merge(object, &body, strategic);
+                writes.push(format!("patch {key}{}", sub.map(|s| format!("/{s}")).unwrap_or_default()));
+                reply(200, object.clone())
             }
             ("POST", Some("binding")) => {
-                let spec = pod.spec.get_or_insert_with(Default::default);
-                if spec.node_name.is_some() {
+                if !object["spec"]["nodeName"].is_null() {
                     return status(409, "Conflict", "pod is already assigned to a node");
                 }
-                let node = body["target"]["name"].as_str().unwrap_or_default().to_owned();
-                spec.node_name = Some(node.clone());
-                writes.push(format!("bind {namespace}/{name} {node}"));
+                let node = body["target"]["name"].clone();
+                writes.push(format!("bind {named} {}", node.as_str().unwrap_or_default()));
+                object["spec"]["nodeName"] = node;
                 status(201, "", "")
             }
             ("DELETE", None) | ("POST", Some("eviction")) => {
-                let verb = if method == Method::DELETE { "delete" } else { "evict" };
-                let pod = pods.remove(&key).expect("looked up");
-                writes.push(format!("{verb} {namespace}/{name}"));
-                reply(200, json!(pod))
+                let verb = if method == "DELETE" { "delete" } else { "evict" };
+                writes.push(format!("{verb} {named}"));
+                let gone = objects.remove(&key).expect("looked up");
+                reply(200, gone)
             }
             _ => {
-                drop(guard);
-                self.unexpected(method, &format!("pods/{name}/{}", sub.unwrap_or_default()))
+                drop(state);
+                self.unexpected(&method, &path)
             }
         }
     }
 
-    fn unexpected(&self, method: &Method, path: &str) -> Response<Body> {
+    fn unexpected(&self, method: &str, path: &str) -> Response<Body> {
         self.lock().writes.push(format!("unexpected {method} {path}"));
         status(404, "NotFound", "not served by the fake API server")
+    }
+}
+
+/// Applies a JSON merge patch, or (`strategic`) a strategic one as far as this fake knows it.
+fn merge(target: &mut Value, patch: &Value, strategic: bool) {
+    let (Some(target_fields), Some(patch_fields)) = (target.as_object_mut(), patch.as_object()) else {
+        *target = patch.clone();
+        return;
+    };
+    for (field, change) in patch_fields {
+        match (field.as_str(), change) {
+            (_, Value::Null) => _ = target_fields.remove(field),
+            ("conditions", Value::Array(changes)) if strategic => {
+                let held = target_fields.entry(field.clone()).or_insert_with(|| json!([]));
+                let list = held.as_array_mut().expect("conditions are a list");
+                for change in changes {
+                    list.retain(|condition| condition["type"] != change["type"]);
+                    if change["$patch"] != "delete" {
+                        list.push(change.clone());
+                    }
+                }
+            }
+            (_, Value::Object(_)) => {
+                merge(target_fields.entry(field.clone()).or_insert_with(|| json!({})), change, strategic)
+            }
+            _ => _ = target_fields.insert(field.clone(), change.clone()),
+        }
     }
 }
 

@@ -12,6 +12,8 @@ mod context;
 mod controller;
 mod decide;
 mod metrics;
+#[cfg(test)]
+mod middle_tier;
 mod mirror;
 mod reconcile;
 

@@ -1,0 +1,139 @@
+//! The Syncer's middle tier: its real pass over a Node against an in-memory Slurm and a fake API
+//! server. One Node, `kube-node-1`, runs the slurmd pod of Slurm node `slurm-1`; a test plays the
+//! operator (a cordon), Slurm's administrator (`scontrol update state=drain`) or an outage, passes
+//! over the Node as the controller would, and reads both sides.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use serde_json::json;
+
+use super::context::Context;
+use super::metrics::SyncerMetrics;
+use super::reconcile::reconcile;
+use crate::kube::EventRecorder;
+use crate::kube::fake_api::FakeApi;
+use crate::policy::{FailureModes, Policies};
+use crate::slurm::{FakeSlurm, NodeCache, NodeCacheConfig, NodeUpdate, Slurm};
+use crate::vocabulary::{OWNED_DRAIN_PREFIX, SLURM_NODE_LABEL};
+
+const NODE: &str = "kube-node-1";
+const SLURM_NODE: &str = "slurm-1";
+
+struct World {
+    slurm: Arc<FakeSlurm>,
+    api: FakeApi,
+    ctx: Arc<Context>,
+    pods: reflector::store::Writer<Pod>,
+}
+
+impl World {
+    async fn new() -> Self {
+        let slurm = Arc::new(FakeSlurm::with_nodes("slurm", 1, 4));
+        let api = FakeApi::default();
+        let client = api.client();
+        api.put_node(serde_json::from_value(json!({"metadata": {"name": NODE}, "spec": {}})).unwrap());
+        let slurmd: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "slurmd-1", "namespace": "slurm", "uid": "slurmd-1",
+                         "labels": {SLURM_NODE_LABEL: SLURM_NODE}},
+            "spec": {"nodeName": NODE, "containers": []},
+        }))
+        .unwrap();
+        api.put_pod(slurmd);
+        let (pods, mut pods_writer) = reflector::store::<Pod>();
+        // Listed (and so ready), empty until the first pass's watch events.
+        pods_writer.apply_watcher_event(&watcher::Event::Init);
+        pods_writer.apply_watcher_event(&watcher::Event::InitDone);
+        let ctx = Context {
+            recorder: EventRecorder::new(client.clone(), "sunk-syncer"),
+            client,
+            slurm: slurm.clone(),
+            slurm_nodes: NodeCache::new(NodeCacheConfig::every(std::time::Duration::from_millis(100))),
+            policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),
+            pods,
+            watched_conditions: Vec::new(),
+            metrics: SyncerMetrics::default(),
+        };
+        Self { slurm, api, ctx: Arc::new(ctx), pods: pods_writer }
+    }
+
+    /// The controller's pass over the Node, its caches caught up first (as the watch and the poll
+    /// would); then another, which must change nothing more (a pass is idempotent).
+    async fn sync(&mut self) {
+        for _ in 0..2 {
+            let _ = self.ctx.slurm_nodes.poll_once(self.slurm.as_ref()).await;
+            for pod in self.api.pods() {
+                self.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+            }
+            let node = self.api.node(NODE).expect("the Node");
+            reconcile(Arc::new(node), self.ctx.clone()).await.expect("a pass");
+        }
+    }
+
+    fn cordon(&self, cordoned: bool) {
+        let mut node: Node = self.api.node(NODE).expect("the Node");
+        node.spec.get_or_insert_with(Default::default).unschedulable = Some(cordoned);
+        self.api.put_node(node);
+    }
+
+    fn drain_reason(&self) -> Option<String> {
+        let node = self.slurm.node(SLURM_NODE).expect("the Slurm node");
+        node.flags().is_draining().then_some(node.reason)
+    }
+
+    /// The Node's condition `type_`: its status and message.
+    fn node_condition(&self, type_: &str) -> Option<(String, String)> {
+        let conditions = self.api.node(NODE)?.status?.conditions?;
+        let condition = conditions.into_iter().find(|c| c.type_ == type_)?;
+        Some((condition.status, condition.message.unwrap_or_default()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordon_drains_the_slurm_node_and_an_uncordon_resumes_it() {
+    let mut world = World::new().await;
+    world.sync().await;
+    assert_eq!(world.drain_reason(), None);
+
+    world.cordon(true);
+    world.sync().await;
+    let reason = world.drain_reason().expect("the cordon drains the Slurm node");
+    assert!(reason.starts_with(OWNED_DRAIN_PREFIX) && reason.contains("cordoned"), "{reason}");
+    assert_eq!(world.node_condition("SlurmDrain").map(|(status, _)| status).as_deref(), Some("True"));
+    assert_eq!(world.slurm.requests(), [format!("drain {SLURM_NODE}")], "one drain, not one per pass");
+
+    world.cordon(false);
+    world.sync().await;
+    assert_eq!(world.drain_reason(), None, "the uncordon resumes it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_administrators_drain_is_shown_on_the_node_and_survives_a_cordon_and_an_uncordon() {
+    let mut world = World::new().await;
+    // `scontrol update nodename=slurm-1 state=drain reason="bad dimm"`
+    world.slurm.update_node(SLURM_NODE, &NodeUpdate::drain("bad dimm")).await.unwrap();
+    world.sync().await;
+    assert_eq!(world.node_condition("SlurmDrain"), Some(("True".into(), "bad dimm".into())));
+
+    world.cordon(true);
+    world.sync().await;
+    world.cordon(false);
+    world.sync().await;
+    assert_eq!(world.drain_reason().as_deref(), Some("bad dimm"), "the administrator's reason stands");
+    assert_eq!(world.slurm.requests(), [format!("drain {SLURM_NODE}")], "the Syncer wrote nothing to Slurm");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_slurm_cannot_be_read_a_cordon_changes_nothing_until_it_can() {
+    let mut world = World::new().await;
+    world.slurm.set_reachable(false);
+    world.cordon(true);
+    world.sync().await;
+    assert!(world.slurm.requests().is_empty(), "nothing is written on a view that cannot be trusted");
+
+    world.slurm.set_reachable(true);
+    world.sync().await;
+    assert!(world.drain_reason().is_some(), "drained once Slurm answers");
+}
