@@ -1,9 +1,9 @@
 //! A fake API server for the middle tier of tests: a [`Client`] over objects held in memory, by
-//! path. It serves what the controllers' writes need (merge and strategic patches of pods and Nodes
-//! and their status, a binding, a delete, an eviction, Events) and records each write as one line
-//! (`bind ml/a kube-node-1`, `delete ml/a`, `patch nodes/kube-node-1/status`, `event ml/a
-//! SlurmJobCancelled`), so a test reads what the host did the way an operator would: from the
-//! objects, or from that log. Any other call is answered 404 and logged as `unexpected ...`.
+//! kind and name. It serves what the controllers' writes need (creation, merge and strategic patches
+//! of any object and its status, a binding, a delete, an eviction, Events) and records each write as
+//! one line (`create pods/ml/a`, `bind pods/ml/a kube-node-1`, `delete pods/ml/a`, `patch
+//! nodes/kube-node-1/status`, `event ml/a SlurmJobCancelled`), so a test reads what the host did the
+//! way an operator would: from the objects, or from that log. Any other call is answered 404 and logged as `unexpected ...`.
 //!
 //! Unlike `mock_api` it expects no script: a test states the outcome, not the order of calls. Its
 //! strategic merge knows one list, `conditions`, merged by `type` (with `$patch: delete`); every
@@ -109,15 +109,24 @@ impl FakeApi {
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let (key, sub) = match segments.as_slice() {
-            ["api", "v1", "namespaces", namespace, "pods", name, rest @ ..] => {
-                (format!("pods/{namespace}/{name}"), rest.first().copied())
-            }
-            ["api", "v1", "nodes", name, rest @ ..] => (format!("nodes/{name}"), rest.first().copied()),
             ["apis", "events.k8s.io", "v1", "namespaces", namespace, "events", ..] => {
                 let about = body["regarding"]["name"].as_str().unwrap_or_default();
                 let reason = body["reason"].as_str().unwrap_or_default();
                 self.lock().writes.push(format!("event {namespace}/{about} {reason}"));
                 return reply(201, body);
+            }
+            // A collection: only creation is served.
+            ["api", _, "namespaces", namespace, plural] | ["apis", _, _, "namespaces", namespace, plural]
+                if method == "POST" =>
+            {
+                return self.create(&format!("{plural}/{namespace}"), body);
+            }
+            ["api", _, "namespaces", namespace, plural, name, rest @ ..]
+            | ["apis", _, _, "namespaces", namespace, plural, name, rest @ ..] => {
+                (format!("{plural}/{namespace}/{name}"), rest.first().copied())
+            }
+            ["api", _, plural, name, rest @ ..] | ["apis", _, _, plural, name, rest @ ..] => {
+                (format!("{plural}/{name}"), rest.first().copied())
             }
             _ => return self.unexpected(&method, &path),
         };
@@ -126,7 +135,6 @@ impl FakeApi {
         let Some(object) = objects.get_mut(&key) else {
             return status(404, "NotFound", &format!("{key} not found"));
         };
-        let named = key.split_once('/').map_or(key.as_str(), |(_, named)| named).to_owned();
         match (method.as_str(), sub) {
             ("GET", None) => reply(200, object.clone()),
             ("PATCH", sub @ (None | Some("status"))) => {
@@ -139,13 +147,13 @@ impl FakeApi {
                     return status(409, "Conflict", "pod is already assigned to a node");
                 }
                 let node = body["target"]["name"].clone();
-                writes.push(format!("bind {named} {}", node.as_str().unwrap_or_default()));
+                writes.push(format!("bind {key} {}", node.as_str().unwrap_or_default()));
                 object["spec"]["nodeName"] = node;
                 status(201, "", "")
             }
             ("DELETE", None) | ("POST", Some("eviction")) => {
                 let verb = if method == "DELETE" { "delete" } else { "evict" };
-                writes.push(format!("{verb} {named}"));
+                writes.push(format!("{verb} {key}"));
                 let gone = objects.remove(&key).expect("looked up");
                 reply(200, gone)
             }
@@ -154,6 +162,32 @@ impl FakeApi {
                 self.unexpected(&method, &path)
             }
         }
+    }
+
+    /// Creates an object in `collection` (`pods/ml`), with a uid and creation time, as the API server
+    /// would; a name already taken is a conflict.
+    fn create(&self, collection: &str, mut object: Value) -> Response<Body> {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let key = format!("{collection}/{name}");
+        let mut state = self.lock();
+        if state.objects.contains_key(&key) {
+            return status(409, "AlreadyExists", &format!("{key} already exists"));
+        }
+        object["metadata"]["uid"] = json!(format!("uid-{name}"));
+        object["metadata"]["creationTimestamp"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+        state.writes.push(format!("create {key}"));
+        state.objects.insert(key, object.clone());
+        reply(201, object)
+    }
+
+    /// Any object, by kind and name (`nodesets/ml/gpus`), typed.
+    pub fn object<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        self.get(key)
+    }
+
+    /// Puts any object at `key` (`nodesets/ml/gpus`), as its owner would create or change it.
+    pub fn put_object(&self, key: &str, object: Value) {
+        self.put(key.to_owned(), object);
     }
 
     fn unexpected(&self, method: &str, path: &str) -> Response<Body> {

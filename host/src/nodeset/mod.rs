@@ -11,6 +11,8 @@ mod context;
 mod controller;
 mod drain_reason;
 mod executor;
+#[cfg(test)]
+mod middle_tier;
 mod naming;
 mod observed;
 mod owner;

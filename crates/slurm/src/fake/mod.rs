@@ -10,6 +10,8 @@
 
 mod fit;
 mod slurm_impl;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -56,8 +58,15 @@ impl FakeSlurm {
     }
 
     pub fn add_node(&self, name: &str, cpus: u64, partitions: &[&str]) {
+        self.register(name, name, cpus, partitions);
+    }
+
+    /// A dynamic node registering, as `slurmd -Z` does, from a host named `hostname` (a slurmd pod
+    /// registers with its pod's name).
+    pub fn register(&self, name: &str, hostname: &str, cpus: u64, partitions: &[&str]) {
         let node = Node {
             name: name.to_owned(),
+            hostname: hostname.to_owned(),
             state: vec!["IDLE".into(), "DYNAMIC_NORM".into()],
             cpus,
             real_memory: 1 << 20,
@@ -112,6 +121,11 @@ impl FakeSlurm {
     /// Every job Slurm knows, ended ones included.
     pub fn all_jobs(&self) -> Vec<Job> {
         self.world.lock().expect("fake Slurm").jobs.values().cloned().collect()
+    }
+
+    /// Every node Slurm knows.
+    pub fn all_nodes(&self) -> Vec<Node> {
+        self.world.lock().expect("fake Slurm").nodes.values().cloned().collect()
     }
 
     pub fn node(&self, name: &str) -> Option<Node> {

@@ -18,7 +18,7 @@ async fn a_pod_is_bound_to_the_node_whose_slurmd_runs_its_job() {
     assert_eq!(job.state_name(), "RUNNING");
     let kube_node = job.nodes.replace("slurm", "kube-node");
     assert_eq!(world.node_of("a"), Some(kube_node.clone()));
-    assert!(writes.contains(&format!("bind ml/a {kube_node}")), "{writes:?}");
+    assert!(writes.contains(&format!("bind pods/ml/a {kube_node}")), "{writes:?}");
     assert_eq!(world.slurm.live_jobs().len(), 1, "one job for one pod");
 }
 
@@ -38,7 +38,7 @@ async fn a_pod_slurm_has_no_room_for_waits_unschedulable_and_takes_the_room_its_
     let freed = world.node_of("a");
     world.slurm.finish(&world.job_of("a").unwrap().target(), "COMPLETED");
     let writes = world.settle().await;
-    assert!(writes.contains(&"delete ml/a".to_string()), "{writes:?}");
+    assert!(writes.contains(&"delete pods/ml/a".to_string()), "{writes:?}");
     assert_eq!(world.node_of("c"), freed);
 }
 
