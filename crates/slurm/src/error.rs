@@ -19,6 +19,9 @@ pub enum SlurmError {
     NoAnswer(&'static str, std::time::Duration),
     #[error("the Slurm behind slurmrestd cannot do this: {0}")]
     Unsupported(&'static str),
+    /// The caller kept the request from leaving (it may not write now): Slurm never saw it.
+    #[error("request not sent to slurmrestd: {0}")]
+    Withheld(&'static str),
     #[error(transparent)]
     NoCommonApi(#[from] super::version::NoCommonApi),
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures::Stream;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::broadcast;
 
@@ -127,17 +128,21 @@ pub struct NodeCache {
     config: NodeCacheConfig,
     polls: Counter,
     requests: Counter,
+    /// 1 while the last poll got an answer, else 0.
+    up: Gauge,
 }
 
 impl NodeCache {
     pub fn new(config: NodeCacheConfig) -> Self {
         let (changes, _) = broadcast::channel(256);
-        Self { state: Arc::default(), changes, config, polls: Counter::default(), requests: Counter::default() }
+        let (polls, requests, up) = (Counter::default(), Counter::default(), Gauge::default());
+        Self { state: Arc::default(), changes, config, polls, requests, up }
     }
 
     /// Adds the poll and request counters (their ratio: Slurm requests per poll, whatever the
-    /// number of nodes) to `registry`.
+    /// number of nodes) and `sunk_slurm_up` to `registry`.
     pub fn register(&self, registry: &mut Registry) {
+        registry.register("sunk_slurm_up", "1 while the last poll of slurmrestd was answered, else 0", self.up.clone());
         registry.register("sunk_slurm_node_polls", "Polls of Slurm's node listing", self.polls.clone());
         registry.register(
             "sunk_slurm_node_requests",
@@ -208,6 +213,7 @@ impl NodeCache {
                 Err(error)
             }
         };
+        self.up.set(i64::from(outcome.is_ok()));
         let changed = outcome.as_ref().ok().cloned().unwrap_or_default();
         if !changed.is_empty() {
             let _ = self.changes.send(NodeChange::Nodes(Arc::new(changed)));

@@ -8,136 +8,134 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::writers::{WriterMetrics, Writers};
 use crate::delivery::{self, Decision};
-use crate::leader::{self, Election, LeaderGauge, Leadership};
-use crate::nodeset::{self, ClusterSettings};
-use crate::policy::{self, FailureModes, OnFailure, Policies};
-use crate::slurm::{NodeCache, NodeCacheConfig, Slurm, SlurmClient, SlurmInfoMetric, TokenSigner};
+use crate::leader::{self, Election, Fence, LeaderGauge, Leadership};
+use crate::policy::{FailureModes, OnFailure, Policies};
+use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmInfoMetric, TokenSigner};
 use crate::{http, scheduler};
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct HostArgs {
     /// kubeconfig to use; without it, KUBECONFIG, ~/.kube/config or the in-cluster service account.
     #[arg(long, env = "SUNK_KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
+    pub(super) kubeconfig: Option<PathBuf>,
     /// slurmrestd's base URL.
     #[arg(long, env = "SUNK_SLURM_URL", default_value = "http://127.0.0.1:6820")]
-    slurm_url: String,
+    pub(super) slurm_url: String,
     /// The cluster's JWT key (AuthAltParameters=jwt_key=...); the host signs its own tokens with it.
     #[arg(long, env = "SUNK_SLURM_JWT_KEY")]
-    slurm_jwt_key: PathBuf,
+    pub(super) slurm_jwt_key: PathBuf,
     /// The Slurm user the host acts as. Placeholders carry an admin comment, so it must be an administrator.
     #[arg(long, env = "SUNK_SLURM_USER", default_value = "root")]
-    slurm_user: String,
+    pub(super) slurm_user: String,
     /// Pods with this `spec.schedulerName` are scheduled through Slurm.
     #[arg(long, env = "SUNK_SCHEDULER_NAME", default_value = "sunk")]
-    scheduler_name: String,
+    pub(super) scheduler_name: String,
     /// How often Slurm's job list is polled, in milliseconds.
     #[arg(long, env = "SUNK_POLL_INTERVAL_MS", default_value_t = 500)]
-    poll_interval_ms: u64,
+    pub(super) poll_interval_ms: u64,
     /// Requests to slurmrestd in flight at once (each is a new slurmctld connection; see docs/benchmarks.md
     /// for why few is faster on Slurm 24.11).
     #[arg(long, env = "SUNK_SLURM_MAX_REQUESTS", default_value_t = crate::slurm::DEFAULT_MAX_IN_FLIGHT as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
-    slurm_max_requests: u64,
+    pub(super) slurm_max_requests: u64,
     /// Slurm's KillWait in seconds; pods must have a termination grace period at least 5 s shorter.
     #[arg(long, env = "SUNK_SLURM_KILL_WAIT", default_value_t = 30)]
-    slurm_kill_wait: u32,
+    pub(super) slurm_kill_wait: u32,
     /// Account for placeholder jobs whose pod names none.
     #[arg(long, env = "SUNK_DEFAULT_ACCOUNT")]
-    default_account: Option<String>,
+    pub(super) default_account: Option<String>,
     /// Partition for placeholder jobs whose pod names none (Slurm's default partition when unset).
     #[arg(long, env = "SUNK_DEFAULT_PARTITION")]
-    default_partition: Option<String>,
+    pub(super) default_partition: Option<String>,
     /// Where /metrics and /healthz are served.
     #[arg(long, env = "SUNK_HTTP_ADDR", default_value = "0.0.0.0:8080")]
-    http_addr: SocketAddr,
+    pub(super) http_addr: SocketAddr,
     /// The namespace whose PolicyModules (and their ConfigMaps and Secrets) the host loads; by default
     /// the host's own namespace in a cluster, else `default`.
     #[arg(long, env = "SUNK_POLICY_NAMESPACE")]
-    policy_namespace: Option<String>,
+    pub(super) policy_namespace: Option<String>,
     /// A directory of policy modules (`job-mapper.wasm`, `preemption.wasm`, `drain.wasm`, each with an
     /// optional `<decision>.config`), polled for changes. PolicyModules take precedence over it.
     #[arg(long, env = "SUNK_POLICY_DIR")]
-    policy_dir: Option<PathBuf>,
+    pub(super) policy_dir: Option<PathBuf>,
     /// Decision points that fail closed: when their module fails, the decision fails (and is retried)
     /// instead of falling back to the bundled default. Repeatable: job-mapper, preemption, drain.
     #[arg(long = "policy-fail-closed", env = "SUNK_POLICY_FAIL_CLOSED", value_delimiter = ',')]
-    fail_closed: Vec<Decision>,
+    pub(super) fail_closed: Vec<Decision>,
     /// Runs the pod scheduler (pods whose schedulerName is --scheduler-name). `--scheduler=false`
     /// turns it off, e.g. for a host that only keeps NodeSets.
     #[arg(long, env = "SUNK_SCHEDULER", default_value_t = true, action = clap::ArgAction::Set)]
-    scheduler: bool,
+    pub(super) scheduler: bool,
     /// Runs the NodeSet controller (slurmd pods on the Nodes NodeSets select). `--nodeset-controller=false`
     /// turns it off.
     #[arg(long, env = "SUNK_NODESET_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
-    nodeset_controller: bool,
+    pub(super) nodeset_controller: bool,
     /// slurmctld's `host:port` that slurmd pods fetch their configuration from (`--conf-server`);
     /// default: the host of --slurm-url, port 6817.
     #[arg(long, env = "SUNK_SLURMCTLD_ADDRESS")]
-    slurmctld_address: Option<String>,
+    pub(super) slurmctld_address: Option<String>,
     /// The Secret (key `slurm.key`) with the cluster's auth key, mounted into slurmd pods of NodeSets
     /// that name none.
     #[arg(long, env = "SUNK_SLURM_KEY_SECRET", default_value = "slurm-key")]
-    slurm_key_secret: String,
+    pub(super) slurm_key_secret: String,
     /// Only pods of these namespaces are scheduled (a comma list); all namespaces by default. With
     /// exactly one, the host watches only that namespace's pods.
     #[arg(long, env = "SUNK_WATCH_NAMESPACES", value_delimiter = ',')]
-    watch_namespaces: Vec<String>,
+    pub(super) watch_namespaces: Vec<String>,
     /// Places a pod at once when Slurm has room (an immediate allocation, bound in milliseconds)
     /// before falling back to a queued placeholder; `--fast-path=false` always queues. Slurm grants
     /// it only to a job that may start now ahead of every waiting one. Needs slurm.conf's
     /// InactiveLimit=0 (the default).
     #[arg(long, env = "SUNK_FAST_PATH", default_value_t = true, action = clap::ArgAction::Set)]
-    fast_path: bool,
+    pub(super) fast_path: bool,
     /// What a queued placeholder job is: `batch`, a batch job running `sleep` (bursts go as job
     /// arrays); `external`, where Slurm has them (26.05), a job that launches nothing on its node,
     /// one submission per pod, with no Prolog or Epilog.
     #[arg(long, env = "SUNK_PLACEHOLDERS", value_enum, default_value_t = scheduler::Placeholders::Batch)]
-    placeholders: scheduler::Placeholders,
+    pub(super) placeholders: scheduler::Placeholders,
     /// Pods that arrive while a submission is in flight go to Slurm together, as one job array of at
     /// most this many tasks (one per pod); 1 submits every pod as a job of its own.
     #[arg(long, env = "SUNK_MAX_ARRAY_TASKS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100))]
-    max_array_tasks: u64,
+    pub(super) max_array_tasks: u64,
     /// Lets a pod with a PriorityClass preempt lower-priority Slurm jobs and pods when Slurm has no
     /// room for it, as the preemption policy decides. `--preemption=false` turns it off.
     #[arg(long, env = "SUNK_PREEMPTION", default_value_t = true, action = clap::ArgAction::Set)]
-    preemption: bool,
+    pub(super) preemption: bool,
     /// Only the NodeSets of this namespace (and, for the Syncer, only their slurmd pods); all namespaces
     /// by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
-    nodeset_namespace: Option<String>,
+    pub(super) nodeset_namespace: Option<String>,
     /// Runs the Syncer (Slurm node state <-> Kubernetes Nodes and slurmd pods; cordons and node
     /// problems drain Slurm nodes). `--syncer=false` turns it off.
     #[arg(long, env = "SUNK_SYNCER", default_value_t = true, action = clap::ArgAction::Set)]
-    syncer: bool,
+    pub(super) syncer: bool,
     /// Node condition types, besides `Ready`, whose state the drain policy is shown (node-problem-
     /// detector style, e.g. `GpuUnhealthy,KernelDeadlock`). Comma-separated or repeated.
     #[arg(long = "drain-conditions", env = "SUNK_DRAIN_CONDITIONS", value_delimiter = ',')]
-    drain_conditions: Vec<String>,
+    pub(super) drain_conditions: Vec<String>,
     /// Runs the controllers that write (submit, bind, cancel, drain, update NodeSets and
     /// PolicyModules) only while this process holds a Lease, so that several replicas can run: one
     /// leads, the others serve /metrics, /healthz and /readyz and take over when it goes.
     #[arg(long, env = "SUNK_LEADER_ELECTION", default_value_t = false, num_args = 0..=1,
           default_missing_value = "true", action = clap::ArgAction::Set)]
-    leader_election: bool,
+    pub(super) leader_election: bool,
     /// The Lease's namespace; default: POD_NAMESPACE, else the host's own namespace in a cluster,
     /// else `default`.
     #[arg(long, env = "SUNK_LEADER_ELECTION_NAMESPACE")]
-    leader_election_namespace: Option<String>,
+    pub(super) leader_election_namespace: Option<String>,
     /// The Lease's name; replicas of one host share it.
     #[arg(long, env = "SUNK_LEADER_ELECTION_LEASE", default_value = "sunk-host")]
-    leader_election_lease: String,
+    pub(super) leader_election_lease: String,
 }
 
 /// The namespace a pod's service account lives in, when running in a cluster.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 /// On SIGTERM, how long the controllers may take to finish the reconciles under way.
-const DRAIN: Duration = Duration::from_secs(3);
+pub(super) const DRAIN: Duration = Duration::from_secs(3);
 /// How long the way out may take to hand the Lease over.
 const RELEASE: Duration = Duration::from_secs(5);
 
@@ -182,9 +180,13 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     metrics.register(&mut registry);
     let identity = election.as_ref().map_or_else(leader::identity, |config| config.identity.clone());
     let leading = LeaderGauge::register(&mut registry, &identity);
+    // Ready means "can do its job here": serving /metrics, and, with leader election, knowing who
+    // leads. Slurm or the API server being unreachable shows in metrics and on pods, not by taking
+    // the host out of its Service.
     let readiness = http::Readiness::default();
+    let fence = if election.is_some() { Fence::closed() } else { Fence::open() };
     // What only reads runs on followers too, so that a takeover starts warm.
-    let election = election.map(|config| Election::start(client.clone(), config));
+    let election = election.map(|config| Election::start(client.clone(), config, fence.clone()));
     if let Some(election) = &election {
         readiness.check("leader-lease", election.synced());
     }
@@ -196,114 +198,40 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
         slurm_nodes.register(&mut registry);
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
         tokio::spawn(crate::slurm::rediscover_after_reconnects(slurm.clone(), slurm_nodes.clone(), slurm_info_metric));
-        let slurm_nodes = slurm_nodes.clone();
-        readiness.check("slurm-nodes", move || slurm_nodes.snapshot().is_ok());
     }
     if let Some(dir) = args.policy_dir.clone() {
         tokio::spawn(delivery::watch_directory(dir, policies.clone()));
     }
     http::serve(args.http_addr, registry, readiness).await?;
 
-    let mut leadership = match &election {
-        None => None,
-        Some(election) => tokio::select! {
-            leadership = election.acquire() => Some(leadership),
-            () = &mut stop => return Ok(()),
-        },
-    };
-    leading.set(true);
-    let mut writers = std::pin::pin!(writers(args, client, slurm, slurm_nodes, policies, metrics));
-    tokio::select! {
-        result = &mut writers => result,
-        reason = lost(&mut leadership) => {
-            anyhow::bail!("lost the leader Lease ({reason}): exiting at once so that only the new leader writes")
-        }
-        () = &mut stop => {
-            // The controllers stop on the same signal once their reconciles under way are done.
-            tracing::info!("asked to stop: finishing the reconciles under way");
-            if tokio::time::timeout(DRAIN, &mut writers).await.is_err() {
-                tracing::warn!(drain = ?DRAIN, "controllers still busy; stopping them");
-            }
-            Ok(())
-        }
-    }
-}
-
-/// Everything that writes: the controllers this host runs, side by side; the first to fail ends
-/// the host. With leader election, only the leader runs them.
-async fn writers(
-    args: HostArgs,
-    client: kube::Client,
-    slurm: SlurmClient,
-    slurm_nodes: Option<NodeCache>,
-    policies: Arc<Policies>,
-    metrics: WriterMetrics,
-) -> anyhow::Result<()> {
-    let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
-    // Read once: a partition added later needs a host restart before pods may name it.
-    let partitions =
-        if args.scheduler { slurm.partitions().await.context("listing Slurm partitions")? } else { Vec::new() };
-    let slurm: Arc<dyn Slurm> = Arc::new(slurm);
-    // PolicyModules get their status (and Events) from here, so they are the leader's too.
-    let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> =
-        vec![delivery::run(client.clone(), namespace, policies.clone()).map(Ok).boxed()];
-    let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
-    if let (Some(slurm_nodes), true) = (&slurm_nodes, args.syncer) {
-        let config = crate::syncer::Config {
-            namespace: args.nodeset_namespace.clone(),
-            watched_conditions: args.drain_conditions.clone(),
-            metrics: metrics.syncer.clone(),
-            passes: metrics.passes.clone(),
-        };
-        let syncer = crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
-        controllers.push(syncer.boxed());
-    }
-    if let (Some(slurm_nodes), true) = (slurm_nodes.clone(), args.nodeset_controller) {
-        let cluster = ClusterSettings {
-            conf_server: conf_server(args.slurmctld_address.as_deref(), &args.slurm_url)?,
-            slurm_key_secret: args.slurm_key_secret.clone(),
-        };
-        let config =
-            nodeset::Config { cluster, namespace: args.nodeset_namespace.clone(), metrics: metrics.passes.clone() };
-        controllers.push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
-    }
-    if let (Some(slurm_nodes), true) = (slurm_nodes, args.scheduler) {
-        let config = scheduler::Config {
-            scheduler_name: args.scheduler_name,
-            poll_interval,
-            cluster: policy::Cluster {
-                partitions,
-                default_partition: args.default_partition,
-                default_account: args.default_account,
-                kill_wait_seconds: args.slurm_kill_wait,
+    let writers = Writers { args, slurm, slurm_nodes, policies, metrics, fence };
+    loop {
+        let mut leadership = match &election {
+            None => None,
+            Some(election) => tokio::select! {
+                leadership = election.acquire() => Some(leadership),
+                () = &mut stop => return Ok(()),
             },
-            metrics: metrics.scheduler.clone(),
-            scope: scheduler::Scope::new(&args.watch_namespaces),
-            fast_path: args.fast_path,
-            placeholders: args.placeholders,
-            max_array_tasks: args.max_array_tasks as usize,
-            preemption: args.preemption,
-            evictions: crate::kube::connect_without_retries(args.kubeconfig.as_deref()).await?,
         };
-        controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
-    }
-    futures::future::try_join_all(controllers).await.map(drop)
-}
-
-/// The series the writing controllers report to, registered before any of them starts (followers
-/// serve them too, at zero).
-#[derive(Default)]
-struct WriterMetrics {
-    passes: crate::kube::ReconcileMetrics,
-    syncer: crate::syncer::SyncerMetrics,
-    scheduler: scheduler::SchedulerMetrics,
-}
-
-impl WriterMetrics {
-    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
-        self.passes.register(registry);
-        self.syncer.register(registry);
-        self.scheduler.register(registry);
+        leading.set(true);
+        let mut term = writers.start();
+        tokio::select! {
+            result = term.finished() => return result,
+            reason = lost(&mut leadership) => {
+                // The fence closed with the loss: nothing the writers still try can leave.
+                tracing::warn!("lost the leader Lease ({reason}): stopping every writer, then standing for election again");
+                term.stop().await;
+                leading.set(false);
+            }
+            () = &mut stop => {
+                // The controllers stop on the same signal once their reconciles under way are done.
+                tracing::info!("asked to stop: finishing the reconciles under way");
+                if !term.drain(DRAIN).await {
+                    tracing::warn!(drain = ?DRAIN, "controllers still busy; stopping them");
+                }
+                return Ok(());
+            }
+        }
     }
 }
 
@@ -384,7 +312,7 @@ fn release_lease(kubeconfig: Option<PathBuf>, config: &leader::Config) {
 }
 
 /// `--slurmctld-address`, or the host of slurmrestd's URL with slurmctld's default port.
-fn conf_server(address: Option<&str>, slurm_url: &str) -> anyhow::Result<String> {
+pub(super) fn conf_server(address: Option<&str>, slurm_url: &str) -> anyhow::Result<String> {
     if let Some(address) = address {
         return Ok(address.to_owned());
     }
@@ -402,7 +330,7 @@ fn failure_modes(fail_closed: &[Decision]) -> FailureModes {
     }
 }
 
-fn own_namespace() -> String {
+pub(super) fn own_namespace() -> String {
     std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
         .map(|ns| ns.trim().to_owned())
         .unwrap_or_else(|_| "default".into())

@@ -2,6 +2,7 @@
 
 mod host;
 mod policy;
+mod writers;
 
 use std::process::ExitCode;
 

@@ -4,6 +4,8 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use crate::leader::{Fence, fence_layer};
+
 /// A client from an explicit kubeconfig file, or else the usual inference
 /// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
 pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
@@ -16,6 +18,15 @@ pub async fn connect_without_retries(kubeconfig: Option<&Path>) -> anyhow::Resul
     let mut config = config(kubeconfig).await?;
     config.default_retry = false;
     Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// The writers' client: while `fence` is closed every request but a read is refused, before it
+/// leaves. `retries: false` takes a 429 for an answer (see `connect_without_retries`).
+pub async fn connect_fenced(kubeconfig: Option<&Path>, fence: Fence, retries: bool) -> anyhow::Result<Client> {
+    let mut config = config(kubeconfig).await?;
+    config.default_retry = retries;
+    let builder = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    Ok(builder.with_layer(&fence_layer(fence)).build())
 }
 
 async fn config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {

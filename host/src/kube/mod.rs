@@ -13,7 +13,7 @@ pub mod quantity;
 mod reconcile_metrics;
 mod served;
 
-pub use connect::{connect, connect_without_retries};
+pub use connect::{connect, connect_fenced, connect_without_retries};
 pub use events::EventRecorder;
 pub use pod_writer::PodWriter;
 pub use reconcile_metrics::ReconcileMetrics;

@@ -8,6 +8,7 @@ use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder, Lea
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::fence::Fence;
 use super::observer::{self, Observed};
 use super::{Config, LEASE_DURATION, RENEW_BEFORE_EXPIRY, STOP_BEFORE_EXPIRY};
 
@@ -21,14 +22,16 @@ pub struct Election {
     client: Client,
     config: Config,
     observed: watch::Receiver<Option<Observed>>,
+    fence: Fence,
 }
 
 impl Election {
-    /// Starts watching the Lease; nothing is taken until [`Election::acquire`].
-    pub fn start(client: Client, config: Config) -> Self {
+    /// Starts watching the Lease; nothing is taken until [`Election::acquire`]. The leadership opens
+    /// `fence` while it holds the Lease and closes it when it loses it.
+    pub fn start(client: Client, config: Config, fence: Fence) -> Self {
         let api = Api::<Lease>::namespaced(client.clone(), &config.namespace);
         let observed = observer::observe(api, &config.lease);
-        Self { client, config, observed }
+        Self { client, config, observed, fence }
     }
 
     /// Whether the Lease has been read, i.e. this process knows who leads (for `/readyz`).
@@ -60,7 +63,10 @@ impl Election {
                 result = manager.changed() => match result {
                     Ok(true) => {
                         tracing::info!(%lease, identity = %self.config.identity, "took the leader Lease");
-                        return Leadership { manager, config: self.config.clone(), observed, acquired: Instant::now() };
+                        let acquired = Instant::now();
+                        self.fence.open_until(stop_at(None, acquired));
+                        let (config, fence) = (self.config.clone(), self.fence.clone());
+                        return Leadership { manager, config, observed, acquired, fence };
                     }
                     Ok(false) => {}
                     Err(error) => {
@@ -81,14 +87,22 @@ pub struct Leadership {
     config: Config,
     observed: watch::Receiver<Option<Observed>>,
     acquired: Instant,
+    fence: Fence,
 }
 
 impl Leadership {
     /// Keeps renewing the Lease; resolves, with the reason, as soon as this process may no longer
     /// write: another holder appeared, or the claim could not be renewed and is about to run out
     /// (`STOP_BEFORE_EXPIRY` before a follower may take it).
+    /// The fence follows the claim: open until that deadline, closed once this resolves.
     pub async fn lost(&mut self) -> String {
-        let Self { manager, config, observed, acquired } = self;
+        let reason = self.held().await;
+        self.fence.close();
+        reason
+    }
+
+    async fn held(&mut self) -> String {
+        let Self { manager, config, observed, acquired, fence } = self;
         let manager = &*manager;
         // What the watch shows before it shows this process as the holder predates the takeover (a
         // release, the dead leader's last renewal): until then only the acquisition time counts.
@@ -100,12 +114,8 @@ impl Leadership {
         let mut watching = true;
         let mut renewing = std::pin::pin!(renew(manager, Duration::ZERO));
         loop {
-            let deadline = match confirmed {
-                Some(expires) => instant_of(expires),
-                None => *acquired + LEASE_DURATION,
-            }
-            .checked_sub(STOP_BEFORE_EXPIRY)
-            .unwrap_or_else(Instant::now);
+            let deadline = stop_at(confirmed, *acquired);
+            fence.open_until(deadline);
             tokio::select! {
                 result = &mut renewing => match result {
                     Ok(true) => renewing.set(renew(manager, Duration::ZERO)),
@@ -188,6 +198,16 @@ async fn freed(observed: &mut watch::Receiver<Option<Observed>>) {
             return;
         }
     }
+}
+
+/// When a leader must have stopped writing: `STOP_BEFORE_EXPIRY` before its claim runs out (the
+/// last renewal the watch confirmed, else the acquisition).
+fn stop_at(confirmed: Option<SystemTime>, acquired: Instant) -> Instant {
+    let expires = match confirmed {
+        Some(expires) => instant_of(expires),
+        None => acquired + LEASE_DURATION,
+    };
+    expires.checked_sub(STOP_BEFORE_EXPIRY).unwrap_or_else(Instant::now)
 }
 
 /// The monotonic instant of a wall-clock time (now, if it has passed).

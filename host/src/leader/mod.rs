@@ -7,9 +7,11 @@
 //! that a fresh process can do on the way out.
 
 mod election;
+mod fence;
 mod observer;
 
 pub use election::{Election, Leadership, release};
+pub use fence::{Fence, FencedSlurm, layer as fence_layer};
 pub use observer::Observed;
 
 use std::time::Duration;

@@ -234,6 +234,11 @@ impl Cluster {
             .collect())
     }
 
+    /// Whether a host started earlier is still running (its exit status, if it exited).
+    pub fn host_exited(&mut self, host: usize) -> Option<ExitStatus> {
+        self.hosts[host].try_wait().ok().flatten()
+    }
+
     /// Waits for a host started earlier to exit on its own (e.g. at a failpoint); its exit status.
     pub async fn wait_host_exit(&mut self, host: usize, timeout: Duration) -> anyhow::Result<ExitStatus> {
         let child = &mut self.hosts[host];

@@ -1,0 +1,202 @@
+//! Everything that writes (the scheduler, the NodeSet controller, the Syncer, PolicyModule status),
+//! run for one term of leadership on a runtime of its own: when the term ends, that runtime goes down
+//! with every task the writers spawned, so nothing of the term writes any more, and the process
+//! stands for election again with its shared caches (Slurm's nodes, the compiled policies) warm.
+//!
+//! Every write of a term goes through the fence (`leader::fence`): its Kubernetes client refuses
+//! writes, and its Slurm refuses changes, once the leadership lost or was about to lose the Lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+use super::host::{DRAIN, HostArgs, conf_server, own_namespace};
+use crate::leader::{Fence, FencedSlurm};
+use crate::nodeset::{self, ClusterSettings};
+use crate::policy::{self, Policies};
+use crate::slurm::{NodeCache, Slurm, SlurmClient};
+use crate::{delivery, scheduler};
+
+/// What every term's writers are made from.
+pub struct Writers {
+    pub args: HostArgs,
+    pub slurm: SlurmClient,
+    pub slurm_nodes: Option<NodeCache>,
+    pub policies: Arc<Policies>,
+    pub metrics: WriterMetrics,
+    pub fence: Fence,
+}
+
+/// The series the writing controllers report to, registered before any of them starts (followers
+/// serve them too, at zero), and kept from term to term.
+#[derive(Clone, Default)]
+pub struct WriterMetrics {
+    pub passes: crate::kube::ReconcileMetrics,
+    pub syncer: crate::syncer::SyncerMetrics,
+    pub scheduler: scheduler::SchedulerMetrics,
+}
+
+impl WriterMetrics {
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.passes.register(registry);
+        self.syncer.register(registry);
+        self.scheduler.register(registry);
+    }
+}
+
+/// One term's writers, running.
+pub struct Term {
+    stop: Option<oneshot::Sender<()>>,
+    done: oneshot::Receiver<anyhow::Result<()>>,
+}
+
+impl Writers {
+    /// Starts the writers on a runtime of their own, on a thread of their own.
+    pub fn start(&self) -> Term {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (finished, done) = oneshot::channel();
+        let writers = self.term();
+        let spawned = std::thread::Builder::new().name("sunk-writers".into()).spawn(move || {
+            let result = tokio::runtime::Builder::new_multi_thread()
+                .thread_name("sunk-writer")
+                .enable_all()
+                .build()
+                .context("starting the writers' runtime")
+                .and_then(|runtime| {
+                    let result = runtime.block_on(async {
+                        tokio::select! {
+                            result = writers => result,
+                            _ = stopped => Ok(()),
+                        }
+                    });
+                    // Every task the writers spawned (sweeps, polls, batches) goes with the runtime.
+                    runtime.shutdown_timeout(DRAIN);
+                    result
+                });
+            let _ = finished.send(result);
+        });
+        if let Err(error) = spawned {
+            let (failed, done) = oneshot::channel();
+            let _ = failed.send(Err(anyhow::Error::from(error).context("starting the writers' thread")));
+            return Term { stop: None, done };
+        }
+        Term { stop: Some(stop), done }
+    }
+
+    /// The writers of one term: fresh clients behind the fence, the shared caches and policies.
+    fn term(&self) -> BoxFuture<'static, anyhow::Result<()>> {
+        let (args, slurm, slurm_nodes) = (self.args.clone(), self.slurm.clone(), self.slurm_nodes.clone());
+        let (policies, metrics, fence) = (self.policies.clone(), self.metrics.clone(), self.fence.clone());
+        async move {
+            // Clients made on this term's runtime, so that none of their connections outlives it.
+            let client = crate::kube::connect_fenced(args.kubeconfig.as_deref(), fence.clone(), true).await?;
+            let evictions = crate::kube::connect_fenced(args.kubeconfig.as_deref(), fence.clone(), false).await?;
+            // Read once a term: a partition added later needs a new term (or a restart) before pods
+            // may name it.
+            let partitions =
+                if args.scheduler { slurm.partitions().await.context("listing Slurm partitions")? } else { Vec::new() };
+            let slurm: Arc<dyn Slurm> = Arc::new(FencedSlurm::new(Arc::new(slurm), fence));
+            let parts = Parts { args, client, evictions, slurm, slurm_nodes, policies, metrics, partitions };
+            parts.run().await
+        }
+        .boxed()
+    }
+}
+
+impl Term {
+    /// Resolves when the writers end on their own: an error, or a stop signal they obeyed.
+    pub async fn finished(&mut self) -> anyhow::Result<()> {
+        (&mut self.done).await.unwrap_or_else(|_| Err(anyhow::anyhow!("the writers' thread ended without a word")))
+    }
+
+    /// Stops the writers now and waits until their runtime is down.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Err(error) = self.finished().await {
+            tracing::warn!("{error:#}");
+        }
+    }
+
+    /// Lets the writers finish on their own (they obey SIGTERM too) for up to `patience`, then stops
+    /// them; true if they finished in time.
+    pub async fn drain(mut self, patience: Duration) -> bool {
+        let finished = tokio::time::timeout(patience, self.finished()).await.is_ok();
+        if !finished {
+            self.stop().await;
+        }
+        finished
+    }
+}
+
+/// What one term's controllers are built from.
+struct Parts {
+    args: HostArgs,
+    client: kube::Client,
+    /// Takes a 429 (a disruption budget's refusal) for an answer.
+    evictions: kube::Client,
+    slurm: Arc<dyn Slurm>,
+    slurm_nodes: Option<NodeCache>,
+    policies: Arc<Policies>,
+    metrics: WriterMetrics,
+    partitions: Vec<String>,
+}
+
+impl Parts {
+    /// The controllers this host runs, side by side; the first to fail ends the host.
+    async fn run(self) -> anyhow::Result<()> {
+        let Parts { args, client, evictions, slurm, slurm_nodes, policies, metrics, partitions } = self;
+        let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
+        // PolicyModules get their status (and Events) from here, so they are the leader's too.
+        let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> =
+            vec![delivery::run(client.clone(), namespace, policies.clone()).map(Ok).boxed()];
+        let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
+        if let (Some(slurm_nodes), true) = (&slurm_nodes, args.syncer) {
+            let config = crate::syncer::Config {
+                namespace: args.nodeset_namespace.clone(),
+                watched_conditions: args.drain_conditions.clone(),
+                metrics: metrics.syncer.clone(),
+                passes: metrics.passes.clone(),
+            };
+            let syncer =
+                crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
+            controllers.push(syncer.boxed());
+        }
+        if let (Some(slurm_nodes), true) = (slurm_nodes.clone(), args.nodeset_controller) {
+            let cluster = ClusterSettings {
+                conf_server: conf_server(args.slurmctld_address.as_deref(), &args.slurm_url)?,
+                slurm_key_secret: args.slurm_key_secret.clone(),
+            };
+            let config =
+                nodeset::Config { cluster, namespace: args.nodeset_namespace.clone(), metrics: metrics.passes.clone() };
+            controllers
+                .push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
+        }
+        if let (Some(slurm_nodes), true) = (slurm_nodes, args.scheduler) {
+            let config = scheduler::Config {
+                scheduler_name: args.scheduler_name,
+                poll_interval,
+                cluster: policy::Cluster {
+                    partitions,
+                    default_partition: args.default_partition,
+                    default_account: args.default_account,
+                    kill_wait_seconds: args.slurm_kill_wait,
+                },
+                metrics: metrics.scheduler.clone(),
+                scope: scheduler::Scope::new(&args.watch_namespaces),
+                fast_path: args.fast_path,
+                placeholders: args.placeholders,
+                max_array_tasks: args.max_array_tasks as usize,
+                preemption: args.preemption,
+                evictions,
+            };
+            controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
+        }
+        futures::future::try_join_all(controllers).await.map(drop)
+    }
+}
