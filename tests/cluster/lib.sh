@@ -6,6 +6,8 @@ start() {
   local name=$1; shift
   setsid "$@" >>"$SUNK_STATE/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$SUNK_STATE/pids/$name.pid"
+  # The command too, so that a test can restart the component as a supervisor would.
+  printf '%q ' "$@" >"$SUNK_STATE/pids/$name.cmd"
 }
 
 # wait_for WHAT SECONDS CMD...: polls CMD until it succeeds.
