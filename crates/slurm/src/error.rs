@@ -33,6 +33,12 @@ fn describe(messages: &[ApiMessage]) -> String {
     messages.iter().map(ApiMessage::to_string).collect::<Vec<_>>().join("; ")
 }
 
+/// What slurmrestd passes on when its connection to slurmctld failed: the system's EPIPE, ECONNRESET,
+/// ETIMEDOUT and ECONNREFUSED, and Slurm's communication errors (SLURM_COMMUNICATIONS_*, 1001-1004;
+/// SLURMCTLD_COMMUNICATIONS_*, 1800-1804). Seen from slurmrestd 26.05 while slurmctld restarted:
+/// `Connection reset by peer: Batch job submission failed (error 104)`.
+const SLURMCTLD_UNREACHABLE: &[i64] = &[32, 104, 110, 111, 1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804];
+
 /// ESLURM_INVALID_NODE_NAME: a node named in the request is unknown to Slurm (deleted since, say).
 pub(super) const INVALID_NODE_NAME: i64 = 2018;
 
@@ -49,9 +55,16 @@ impl SlurmError {
     }
 
     /// Whether the request got no answer (it may have reached Slurm, or not): for a submission, the
-    /// job may exist.
+    /// job may exist. slurmrestd that could not talk to slurmctld (restarting, say) answers with an
+    /// error list too: that is no answer from Slurm either, and no refusal of the job.
     pub fn is_unanswered(&self) -> bool {
-        matches!(self, SlurmError::Http(_) | SlurmError::NoAnswer(..))
+        match self {
+            SlurmError::Http(_) | SlurmError::NoAnswer(..) => true,
+            SlurmError::Api { errors, .. } | SlurmError::NotSubmitted(errors) => {
+                errors.iter().any(|e| SLURMCTLD_UNREACHABLE.contains(&e.error_number))
+            }
+            _ => false,
+        }
     }
 
     /// slurmrestd's answer to an incremental node listing when nodes changed but partitions did not.
@@ -79,5 +92,18 @@ mod tests {
         assert!(quirk.is_partitions_unchanged());
         let other = SlurmError::Api { what: "nodes", status: 500, errors: vec![] };
         assert!(!other.is_partitions_unchanged());
+    }
+
+    #[test]
+    fn a_slurmctld_out_of_reach_is_no_answer_and_no_refusal() {
+        let error = |number| SlurmError::Api {
+            what: "job/submit",
+            status: 500,
+            errors: vec![ApiMessage { error_number: number, ..Default::default() }],
+        };
+        assert!(error(104).is_unanswered(), "connection reset while slurmctld restarted");
+        assert!(error(1800).is_unanswered());
+        assert!(!error(2018).is_unanswered(), "an unknown node is a refusal");
+        assert!(!error(2001).is_unanswered());
     }
 }

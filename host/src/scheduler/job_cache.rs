@@ -209,15 +209,17 @@ impl JobCache {
         changed
     }
 
-    fn last_update(&self) -> Option<u64> {
-        self.read().last_update
-    }
-
-    /// Lists jobs once; returns the pods whose placeholders changed.
+    /// Lists jobs once; returns the pods whose placeholders changed. While a submission is in doubt
+    /// the listing is a full one: an incremental one may answer "unchanged" for ever (nothing else
+    /// happening), and Slurm's whole-second times could hide a job made in the last listing's second.
     pub async fn refresh(&self, slurm: &dyn Slurm) -> Result<Vec<PodKey>, SlurmError> {
         let began = Instant::now();
-        self.write().listing_since = Some(began);
-        let listed = slurm.jobs(self.last_update()).await;
+        let since = {
+            let mut state = self.write();
+            state.listing_since = Some(began);
+            if state.doubts.is_empty() { state.last_update } else { None }
+        };
+        let listed = slurm.jobs(since).await;
         {
             let mut state = self.write();
             state.listing_since = None;
@@ -394,6 +396,6 @@ mod tests {
         assert_eq!(changed[0].uid, "a");
         let changed = cache.replace(vec![], 8, Instant::now());
         assert_eq!(changed[0].uid, "a");
-        assert_eq!(cache.last_update(), Some(8));
+        assert_eq!(cache.read().last_update, Some(8));
     }
 }

@@ -120,6 +120,8 @@ async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Contex
             tracing::info!(pod = %key.name, %error, "a node named in the job vanished; trying again");
             Ok(Some(Action::requeue(RETRY)))
         }
+        // Before refusals: slurmrestd passes on a slurmctld it could not reach as an error list too.
+        error if error.is_unanswered() => in_doubt(pod, key, error, ctx).await.map(Some),
         SlurmError::Api { .. } | SlurmError::NotSubmitted(_) => {
             ctx.jobs.record_refusal(&key.uid);
             let message = format!("Slurm refused the job: {error}");
@@ -127,7 +129,6 @@ async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Contex
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Some(Action::requeue(RECHECK)))
         }
-        error if error.is_unanswered() => in_doubt(pod, key, error, ctx).await.map(Some),
         _ => Ok(None),
     }
 }

@@ -15,8 +15,10 @@ use kube::{Client, ResourceExt};
 use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
+mod components;
 mod nodes;
 mod slurm;
+pub use components::restart_component;
 pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
 pub use slurm::{SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen};
 

@@ -35,6 +35,8 @@ struct World {
     /// Slurm's `last_update`: bumped on every change.
     changed_at: u64,
     reachable: bool,
+    /// The next change finds slurmctld gone (restarting) behind a slurmrestd that answers.
+    reset_next_write: bool,
     can_requeue: bool,
     /// Every request that changed something, as `verb target` (`cancel 12`, `drain n1`), in order.
     requests: Vec<String>,
@@ -79,6 +81,12 @@ impl FakeSlurm {
     /// Slurm answering (true) or every request failing as an unreachable slurmrestd's would.
     pub fn set_reachable(&self, reachable: bool) {
         self.world.lock().expect("fake Slurm").reachable = reachable;
+    }
+
+    /// The next request that changes something finds slurmctld restarting: slurmrestd answers with
+    /// the error list 26.05's gave then (error 104, connection reset), and nothing changes.
+    pub fn reset_next_write(&self) {
+        self.world.lock().expect("fake Slurm").reset_next_write = true;
     }
 
     /// Whether slurmrestd offers requeueing (26.05's v0.0.45); on by default.
@@ -141,9 +149,7 @@ impl FakeSlurm {
     /// Answers a request that reads, refusing as an unreachable slurmrestd would.
     fn read<T>(&self, read: impl FnOnce(&World) -> T) -> Result<T, SlurmError> {
         let world = self.world.lock().expect("fake Slurm");
-        if !world.reachable {
-            return Err(SlurmError::NoAnswer("the fake Slurm (unreachable)", std::time::Duration::ZERO));
-        }
+        world.answering()?;
         Ok(read(&world))
     }
 
@@ -155,8 +161,10 @@ impl FakeSlurm {
         change: impl FnOnce(&mut World) -> Result<T, SlurmError>,
     ) -> Result<T, SlurmError> {
         let mut world = self.world.lock().expect("fake Slurm");
-        if !world.reachable {
-            return Err(SlurmError::NoAnswer("the fake Slurm (unreachable)", std::time::Duration::ZERO));
+        world.answering()?;
+        if std::mem::take(&mut world.reset_next_write) {
+            let reset = refusal(104, "Connection reset by peer");
+            return Err(SlurmError::Api { what: "the fake slurmctld (restarting)", status: 500, errors: vec![reset] });
         }
         world.requests.push(request);
         let answer = change(&mut world);
@@ -174,6 +182,14 @@ impl FakeSlurm {
 }
 
 impl World {
+    /// Whether a request gets through to slurmctld, or the error it gets instead.
+    fn answering(&self) -> Result<(), SlurmError> {
+        if !self.reachable {
+            return Err(SlurmError::NoAnswer("the fake Slurm (unreachable)", std::time::Duration::ZERO));
+        }
+        Ok(())
+    }
+
     /// The record `job_id` (`12`, or `10_3` for an array's task) names.
     fn resolve(&self, job_id: &str) -> Option<u32> {
         match job_id.split_once('_') {

@@ -125,7 +125,7 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
     description.tasks_per_node = Some(1);
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
-        Err(error @ (SlurmError::Api { .. } | SlurmError::NotSubmitted(_))) => {
+        Err(error @ (SlurmError::Api { .. } | SlurmError::NotSubmitted(_))) if !error.is_unanswered() => {
             for key in &keys {
                 ctx.jobs.record_refusal(&key.uid);
             }

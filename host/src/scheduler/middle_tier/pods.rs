@@ -106,3 +106,15 @@ async fn a_second_job_for_one_pod_is_cancelled_and_the_first_kept() {
     assert_eq!(live.iter().map(|job| job.job_id).collect::<Vec<_>>(), [first.job_id], "{live:?}");
     assert!(world.node_of("a").is_some());
 }
+
+/// slurmctld restarting under a submission is no refusal: the pod is submitted again as soon as a
+/// listing shows the job was not made, not after the minute a refused pod waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_cut_off_by_a_slurmctld_restart_is_retried_at_once() {
+    let mut world = World::new().await;
+    world.slurm.reset_next_write();
+    world.create("a", "1", none(), none());
+    world.settle().await;
+    assert!(world.node_of("a").is_some(), "bound once a listing showed no job");
+    assert_eq!(world.slurm.live_jobs().len(), 1);
+}
