@@ -36,4 +36,6 @@ trap keep_logs_of_a_failure EXIT
 "$SUNK_ROOT/tests/cluster/up.sh"
 log "end-to-end tests"
 cargo test -q -p sunk-e2e -- --test-threads=1
+log "end-to-end: restarts of the API server, slurmctld and slurmrestd (last: nothing after needs the cluster)"
+cargo test -q -p sunk-e2e -- --ignored --test-threads=1
 log "all tests passed"

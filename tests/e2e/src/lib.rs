@@ -17,9 +17,11 @@ use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 mod components;
 mod nodes;
+mod restarts;
 mod slurm;
 pub use components::restart_component;
 pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
+pub use restarts::{BOUND_AFTER_RESTART, ride_out_restarts};
 pub use slurm::{SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen};
 
 pub const SCHEDULER: &str = "sunk";

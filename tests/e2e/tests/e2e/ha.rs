@@ -265,72 +265,20 @@ async fn a_leader_whose_lease_is_taken_steps_down_at_once_and_stands_again_witho
     Ok(())
 }
 
-/// How long after a restarted component answers again every pod must be bound (the bound).
-const BOUND_AFTER_RESTART: Duration = Duration::from_secs(10);
-
-/// Waits until the restarted `component` answers; returns when it did.
-async fn answering(cluster: &Cluster, component: &str) -> anyhow::Result<Instant> {
-    wait_for(&format!("{component} to answer again"), Duration::from_secs(60), || async {
-        let answers = match component {
-            "kube-apiserver" => cluster.kube.apiserver_version().await.is_ok(),
-            _ => cluster.slurm.ping().await.is_ok(),
-        };
-        answers.then(Instant::now)
-    })
-    .await
-}
-
+/// Two hosts with leader election (the chart's default: two replicas behind a Lease) ride out
+/// restarts of the API server, slurmctld and slurmrestd: neither exits, and every pod is bound within
+/// 10 s of the restarted part answering again.
+/// Run last, on its own (`scripts/test.sh` does): the cluster's own kube-controller-manager did not
+/// always recover from the API server's kills (it stopped making new namespaces' service accounts).
 #[tokio::test]
+#[ignore = "restarts the cluster's control plane: scripts/test.sh runs it after every other test"]
 async fn the_hosts_ride_out_restarts_of_the_api_server_slurmctld_and_slurmrestd() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("ha-restarts").await?;
     let (a_host, _, b_host, _) = leader_and_follower(&mut cluster).await?;
-    // The API server crashes (SIGKILL), as in a control-plane failure; Slurm's daemons are restarted
-    // (SIGTERM), as an upgrade does: slurmctld killed outright loses the jobs it had not yet saved,
-    // and a pod whose job Slurm lost is deleted like any pod whose job ended.
-    let components = [
-        ("kube-apiserver", "KILL"),
-        ("kube-apiserver", "KILL"),
-        ("kube-apiserver", "KILL"),
-        ("slurmctld", "TERM"),
-        ("slurmrestd", "TERM"),
-    ];
-    let mut deleted = Vec::new();
-    for (round, (component, signal)) in components.into_iter().enumerate() {
-        // The two Slurm nodes hold four of these pods; the restart lands as they are being scheduled.
-        let names: Vec<String> = (0..4).map(|i| format!("r{round}-{i}")).collect();
-        for name in &names {
-            cluster.create_pod(pod(name, "1", "64Mi")).await?;
-        }
-        sunk_e2e::restart_component(component, signal).await?;
-        let answered = answering(&cluster, component).await?;
-        for name in &names {
-            let left = BOUND_AFTER_RESTART.saturating_sub(answered.elapsed());
-            cluster
-                .wait_pod(name, &format!("{name} to be bound after {component} restarted"), left, |pod| {
-                    node_name(pod).is_some()
-                })
-                .await?;
-        }
-        eprintln!("round {round}: {component} restarted; every pod bound {:?} after it answered", answered.elapsed());
-        for name in &names {
-            let uid = cluster.pods().get(name).await?.uid().unwrap_or_default();
-            let live = cluster.jobs_of(&uid).await?.into_iter().filter(|job| job.state() != JobState::Ended).count();
-            assert_eq!(live, 1, "{name} has {live} live jobs after {component} restarted");
-            cluster.delete_pod(name).await?;
-            deleted.push(uid);
-        }
-        // Their jobs end before the next round needs the room.
-        wait_for(&format!("the jobs of round {round}'s deleted pods to end"), BIND, || async {
-            let live = cluster.jobs_in_namespace().await.ok()?;
-            live.iter().all(|(_, job)| job.state() == JobState::Ended).then_some(())
-        })
-        .await?;
+    for (component, bound) in sunk_e2e::ride_out_restarts(&cluster).await? {
+        eprintln!("{component} restarted: every pod bound {bound:?} after it answered");
     }
     assert_eq!(cluster.host_exited(a_host), None, "a restart costs a term at most, never the process");
     assert_eq!(cluster.host_exited(b_host), None);
-    let jobs = cluster.jobs_in_namespace().await?;
-    let left: Vec<_> =
-        jobs.iter().filter(|(pod, job)| deleted.contains(&pod.uid) && job.state() != JobState::Ended).collect();
-    assert!(left.is_empty(), "jobs of deleted pods still live: {left:?}");
     Ok(())
 }
