@@ -1,6 +1,7 @@
 //! The `sunk` command line.
 
 mod host;
+mod host_args;
 mod policy;
 mod writers;
 
@@ -19,7 +20,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the host controller: the pod scheduler and the NodeSet controller (and, later, the syncer).
-    Host(Box<host::HostArgs>),
+    Host(Box<host_args::HostArgs>),
     /// Builds, checks, tests, benchmarks and pushes policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),

@@ -14,12 +14,16 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::host::{DRAIN, HostArgs, conf_server, own_namespace};
+use super::host_args::{HostArgs, conf_server, own_namespace};
 use crate::leader::{Fence, FencedSlurm};
 use crate::nodeset::{self, ClusterSettings};
 use crate::policy::{self, Policies};
 use crate::slurm::{NodeCache, Slurm, SlurmClient};
 use crate::{delivery, scheduler};
+
+/// On SIGTERM, how long the controllers may take to finish the reconciles under way; and how long a
+/// term's runtime may take to go down.
+pub const DRAIN: Duration = Duration::from_secs(3);
 
 /// What every term's writers are made from.
 pub struct Writers {
