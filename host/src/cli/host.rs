@@ -94,7 +94,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
             },
         };
         leading.set(true);
-        let mut term = writers.start();
+        let mut term = writers.start()?;
         tokio::select! {
             result = term.finished() => return result,
             reason = lost(&mut leadership) => {

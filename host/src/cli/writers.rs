@@ -54,41 +54,39 @@ impl WriterMetrics {
 
 /// One term's writers, running.
 pub struct Term {
-    stop: Option<oneshot::Sender<()>>,
+    stop: oneshot::Sender<()>,
     done: oneshot::Receiver<anyhow::Result<()>>,
 }
 
 impl Writers {
     /// Starts the writers on a runtime of their own, on a thread of their own.
-    pub fn start(&self) -> Term {
+    pub fn start(&self) -> anyhow::Result<Term> {
         let (stop, stopped) = oneshot::channel::<()>();
         let (finished, done) = oneshot::channel();
         let writers = self.term();
-        let spawned = std::thread::Builder::new().name("sunk-writers".into()).spawn(move || {
-            let result = tokio::runtime::Builder::new_multi_thread()
-                .thread_name("sunk-writer")
-                .enable_all()
-                .build()
-                .context("starting the writers' runtime")
-                .and_then(|runtime| {
-                    let result = runtime.block_on(async {
-                        tokio::select! {
-                            result = writers => result,
-                            _ = stopped => Ok(()),
-                        }
+        std::thread::Builder::new()
+            .name("sunk-writers".into())
+            .spawn(move || {
+                let result = tokio::runtime::Builder::new_multi_thread()
+                    .thread_name("sunk-writer")
+                    .enable_all()
+                    .build()
+                    .context("starting the writers' runtime")
+                    .and_then(|runtime| {
+                        let result = runtime.block_on(async {
+                            tokio::select! {
+                                result = writers => result,
+                                _ = stopped => Ok(()),
+                            }
+                        });
+                        // Every task the writers spawned (sweeps, polls, batches) goes with the runtime.
+                        runtime.shutdown_timeout(DRAIN);
+                        result
                     });
-                    // Every task the writers spawned (sweeps, polls, batches) goes with the runtime.
-                    runtime.shutdown_timeout(DRAIN);
-                    result
-                });
-            let _ = finished.send(result);
-        });
-        if let Err(error) = spawned {
-            let (failed, done) = oneshot::channel();
-            let _ = failed.send(Err(anyhow::Error::from(error).context("starting the writers' thread")));
-            return Term { stop: None, done };
-        }
-        Term { stop: Some(stop), done }
+                let _ = finished.send(result);
+            })
+            .context("starting the writers' thread")?;
+        Ok(Term { stop, done })
     }
 
     /// The writers of one term: fresh clients behind the fence, the shared caches and policies.
@@ -114,15 +112,14 @@ impl Writers {
 impl Term {
     /// Resolves when the writers end on their own: an error, or a stop signal they obeyed.
     pub async fn finished(&mut self) -> anyhow::Result<()> {
-        (&mut self.done).await.unwrap_or_else(|_| Err(anyhow::anyhow!("the writers' thread ended without a word")))
+        outcome(&mut self.done).await
     }
 
     /// Stops the writers now and waits until their runtime is down.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Err(error) = self.finished().await {
+    pub async fn stop(self) {
+        let Term { stop, mut done } = self;
+        let _ = stop.send(());
+        if let Err(error) = outcome(&mut done).await {
             tracing::warn!("{error:#}");
         }
     }
@@ -136,6 +133,11 @@ impl Term {
         }
         finished
     }
+}
+
+/// What the writers' thread reported when it ended.
+async fn outcome(done: &mut oneshot::Receiver<anyhow::Result<()>>) -> anyhow::Result<()> {
+    done.await.unwrap_or_else(|_| Err(anyhow::anyhow!("the writers' thread ended without a word")))
 }
 
 /// What one term's controllers are built from.

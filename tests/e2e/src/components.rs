@@ -1,7 +1,9 @@
-//! The local cluster's processes as a supervisor sees them: killed, and started again with the same
-//! command (tests/cluster/lib.sh records each component's pid and command under `pids/`).
+//! The local cluster's processes as a supervisor sees them: frozen and thawed, killed and started
+//! again with the same command (tests/cluster/lib.sh records each component's pid and command under
+//! `pids/`).
 
 use std::fs::OpenOptions;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -12,10 +14,8 @@ use crate::{signal, state_dir, wait_for};
 /// it is gone, and starts it again with its command, its output appended to its log. Does not wait
 /// for it to answer.
 pub async fn restart_component(name: &str, signal_name: &str) -> anyhow::Result<()> {
-    let pids = state_dir().join("pids");
-    let pid_file = pids.join(format!("{name}.pid"));
-    let pid: i32 = std::fs::read_to_string(&pid_file)?.trim().parse()?;
-    let command = std::fs::read_to_string(pids.join(format!("{name}.cmd")))?;
+    let pid = pid_of(name)?;
+    let command = std::fs::read_to_string(record(name, "cmd"))?;
     signal(pid, signal_name)?;
     wait_for(
         &format!("{name} (pid {pid}) to be gone"),
@@ -31,8 +31,35 @@ pub async fn restart_component(name: &str, signal_name: &str) -> anyhow::Result<
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()?;
-    std::fs::write(&pid_file, child.id().to_string())?;
+    std::fs::write(record(name, "pid"), child.id().to_string())?;
     Ok(())
+}
+
+/// A local cluster process stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT).
+pub struct Frozen(i32);
+
+impl Frozen {
+    /// Freezes the component tests/cluster started under this name (`slurmrestd`, `kubelet-kube-node-1`).
+    pub fn component(name: &str) -> anyhow::Result<Self> {
+        let pid = pid_of(name)?;
+        signal(pid, "STOP")?;
+        Ok(Frozen(pid))
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = signal(self.0, "CONT");
+    }
+}
+
+/// What tests/cluster/lib.sh recorded of the component (`pid`, `cmd`).
+fn record(name: &str, what: &str) -> PathBuf {
+    state_dir().join("pids").join(format!("{name}.{what}"))
+}
+
+fn pid_of(name: &str) -> anyhow::Result<i32> {
+    Ok(std::fs::read_to_string(record(name, "pid"))?.trim().parse()?)
 }
 
 /// Whether the process is gone, or only a zombie waiting to be reaped. Its main thread turns zombie

@@ -19,7 +19,7 @@ mod components;
 mod nodes;
 mod restarts;
 mod slurm;
-pub use components::restart_component;
+pub use components::{Frozen, restart_component};
 pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
 pub use restarts::{BOUND_AFTER_RESTART, ride_out_restarts};
 pub use slurm::{SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen};
@@ -479,25 +479,6 @@ pub(crate) fn signal(pid: i32, signal: &str) -> anyhow::Result<()> {
     let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
     anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
     Ok(())
-}
-
-/// A local cluster process stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT).
-pub struct Frozen(i32);
-
-impl Frozen {
-    /// Freezes the component tests/cluster started under this name (`slurmrestd`, `kubelet-kube-node-1`).
-    pub fn component(name: &str) -> anyhow::Result<Self> {
-        let pid_file = state_dir().join("pids").join(format!("{name}.pid"));
-        let pid: i32 = std::fs::read_to_string(&pid_file)?.trim().parse()?;
-        signal(pid, "STOP")?;
-        Ok(Frozen(pid))
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        let _ = signal(self.0, "CONT");
-    }
 }
 
 /// The cluster's own `kubectl`, as the cluster admin.

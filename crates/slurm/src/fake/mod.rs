@@ -37,14 +37,13 @@ struct World {
     reachable: bool,
     /// The next change finds slurmctld gone (restarting) behind a slurmrestd that answers.
     reset_next_write: bool,
-    can_requeue: bool,
     /// Every request that changed something, as `verb target` (`cancel 12`, `drain n1`), in order.
     requests: Vec<String>,
 }
 
 impl Default for FakeSlurm {
     fn default() -> Self {
-        let world = World { next_job_id: 100, changed_at: 1, reachable: true, can_requeue: true, ..World::default() };
+        let world = World { next_job_id: 100, changed_at: 1, reachable: true, ..World::default() };
         Self { world: Mutex::new(world) }
     }
 }
@@ -89,11 +88,6 @@ impl FakeSlurm {
         self.world.lock().expect("fake Slurm").reset_next_write = true;
     }
 
-    /// Whether slurmrestd offers requeueing (26.05's v0.0.45); on by default.
-    pub fn set_can_requeue(&self, can: bool) {
-        self.world.lock().expect("fake Slurm").can_requeue = can;
-    }
-
     /// The job (`12` or `10_3`) ends as its script would, with `state` (`COMPLETED`, `FAILED`...).
     pub fn finish(&self, job_id: &str, state: &str) {
         self.change(|world| {
@@ -106,7 +100,6 @@ impl FakeSlurm {
     /// A second job just like `job_id` (its admin comment included), as a submission whose answer
     /// was lost and which was retried would leave. Its id.
     pub fn duplicate(&self, job_id: u32) -> Option<u32> {
-        let mut copy = None;
         self.change(|world| {
             let (job, demand) = (world.jobs.get(&job_id)?.clone(), world.demands.get(&job_id)?.clone());
             let id = world.next_job_id;
@@ -114,10 +107,8 @@ impl FakeSlurm {
             let job = Job { job_id: id, job_state: vec!["PENDING".into()], nodes: String::new(), ..job };
             world.jobs.insert(id, job);
             world.demands.insert(id, demand);
-            copy = Some(id);
-            Some(())
-        });
-        copy
+            Some(id)
+        })
     }
 
     /// Jobs not ended, by id.
@@ -173,11 +164,13 @@ impl FakeSlurm {
         answer
     }
 
-    fn change<T>(&self, change: impl FnOnce(&mut World) -> T) {
+    /// Changes the world as the cluster itself would (not through a request); Slurm's time moves on.
+    fn change<T>(&self, change: impl FnOnce(&mut World) -> T) -> T {
         let mut world = self.world.lock().expect("fake Slurm");
-        change(&mut world);
+        let outcome = change(&mut world);
         world.changed_at += 1;
         world.start_what_fits();
+        outcome
     }
 }
 
@@ -211,9 +204,10 @@ impl World {
         }
     }
 
-    fn unknown_node(&self, names: &[String]) -> Option<SlurmError> {
+    /// Slurm's refusal of a request naming a node it does not know (error 2018), if it names one.
+    fn unknown_node(&self, names: &[String]) -> Option<ApiMessage> {
         let unknown = names.iter().find(|name| !name.is_empty() && !self.nodes.contains_key(*name))?;
-        Some(SlurmError::NotSubmitted(vec![refusal(2018, &format!("Invalid node name specified: {unknown}"))]))
+        Some(refusal(2018, &format!("Invalid node name specified: {unknown}")))
     }
 
     /// A job record for `description`, pending, with the next id.

@@ -15,8 +15,9 @@ impl Slurm for FakeSlurm {
         ApiVersion::V0_0_44
     }
 
+    /// As 26.05's slurmrestd, which serves v0.0.45.
     fn can_requeue(&self) -> bool {
-        self.world.lock().expect("fake Slurm").can_requeue
+        true
     }
 
     async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError> {
@@ -68,7 +69,7 @@ impl Slurm for FakeSlurm {
         self.write(format!("requeue {job_id}"), |world| {
             let job = world.resolve(&job_id.to_string()).and_then(|id| world.jobs.get_mut(&id));
             match job {
-                Some(job) if world.can_requeue && job.batch_flag && job.requeue && job.state() == JobState::Running => {
+                Some(job) if job.batch_flag && job.requeue && job.state() == JobState::Running => {
                     job.job_state = vec!["PENDING".into()];
                     job.nodes.clear();
                     job.state_reason = "BeginTime".into();
@@ -92,9 +93,8 @@ impl Slurm for FakeSlurm {
 
     async fn update_job(&self, job_id: &JobId, update: &JobUpdate) -> Result<(), SlurmError> {
         self.write(format!("update {job_id}"), |world| {
-            if let Some(error) = update.excluded_nodes.as_deref().and_then(|names| world.unknown_node(names)) {
-                let SlurmError::NotSubmitted(errors) = error else { unreachable!("unknown_node's refusal") };
-                return Err(SlurmError::Api { what: "job update", status: 500, errors });
+            if let Some(refusal) = update.excluded_nodes.as_deref().and_then(|names| world.unknown_node(names)) {
+                return Err(SlurmError::Api { what: "job update", status: 500, errors: vec![refusal] });
             }
             let id = world.resolve(&job_id.to_string()).ok_or_else(|| SlurmError::Api {
                 what: "job update",
@@ -190,7 +190,7 @@ impl World {
 
     fn refuse_unknown_nodes(&self, job: &JobDescription) -> Result<(), SlurmError> {
         match self.unknown_node(&job.required_nodes).or_else(|| self.unknown_node(&job.excluded_nodes)) {
-            Some(refusal) => Err(refusal),
+            Some(refusal) => Err(SlurmError::NotSubmitted(vec![refusal])),
             None => Ok(()),
         }
     }
