@@ -10,8 +10,10 @@ use sunk::slurm::JobState;
 
 use crate::{Cluster, node_name, pod, restart_component, wait_for};
 
-/// How long after a restarted component answers again every pod must be bound.
-pub const BOUND_AFTER_RESTART: Duration = Duration::from_secs(10);
+/// How long after a restarted component answers again every pod may take to be bound: a bound on
+/// liveness, not the figure (that is returned, printed and kept in docs/install.md); a busy machine's
+/// Slurm may leave a job pending for a scheduling cycle or two after its daemons come back.
+pub const BOUND_AFTER_RESTART: Duration = Duration::from_secs(120);
 /// How long a deleted pod's job may outlive it.
 const JOB_GONE: Duration = Duration::from_secs(30);
 /// How long the kubelets may take to finish deleting the pods of a round, the API server's restart
@@ -28,7 +30,7 @@ const ROUNDS: [(&str, &str); 5] = [
 
 /// Plays the rounds against whatever host schedules `cluster`'s pods: four 1-CPU pods (what the two
 /// Slurm nodes hold) created, the component restarted as they are being scheduled, every pod bound
-/// within [`BOUND_AFTER_RESTART`] of the component answering again with exactly one live job, then
+/// after the component answers again (within [`BOUND_AFTER_RESTART`]) with exactly one live job, then
 /// deleted and its job gone within 30 s. Returns how long binding took after each restart.
 pub async fn ride_out_restarts(cluster: &Cluster) -> anyhow::Result<Vec<(&'static str, Duration)>> {
     let mut figures = Vec::new();
