@@ -17,5 +17,6 @@ pub use sunk_policy_runtime as policy;
 pub use sunk_slurm as slurm;
 pub mod scheduler;
 pub mod syncer;
+pub mod tenancy;
 pub mod tls;
 pub mod vocabulary;

@@ -80,6 +80,12 @@ pub struct JobDescription {
     pub immediate: Option<bool>,
     pub current_working_directory: String,
     pub environment: Vec<String>,
+    /// Where the job's output goes (`--output`); Slurm's `slurm-<id>.out` in the working directory
+    /// when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standard_output: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standard_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_comment: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

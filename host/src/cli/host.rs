@@ -49,6 +49,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     tracing::info!(release = %slurm_info.release, api = %slurm_info.api, "talking to {slurm_info}");
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
     let policies = Arc::new(Policies::bundled(failure_modes(&args.fail_closed))?);
+    let tenancy = Arc::new(super::host_args::tenancy(args.tenancy.as_deref())?);
     tracing::info!(digest = policies.job_mapper.live().module.digest(), "bundled policies loaded");
 
     let mut registry = prometheus_client::registry::Registry::default();
@@ -84,7 +85,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     }
     http::serve(args.http_addr, registry, readiness).await?;
 
-    let writers = Writers { args, slurm, slurm_nodes, policies, metrics, fence };
+    let writers = Writers { args, slurm, slurm_nodes, policies, tenancy, metrics, fence };
     loop {
         let mut leadership = match &election {
             None => None,

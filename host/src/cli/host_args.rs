@@ -8,6 +8,7 @@ use clap::Args;
 
 use crate::delivery::Decision;
 use crate::scheduler;
+use crate::tenancy::Tenancy;
 
 #[derive(Args, Clone)]
 pub struct HostArgs {
@@ -54,6 +55,11 @@ pub struct HostArgs {
     /// optional `<decision>.config`), polled for changes. PolicyModules take precedence over it.
     #[arg(long, env = "SUNK_POLICY_DIR")]
     pub(super) policy_dir: Option<PathBuf>,
+    /// What each namespace's pods may get in Slurm: a JSON document (the chart renders it from its
+    /// `tenancy` values). Without it, every placeholder runs as `nobody` and no annotation asking for
+    /// an identity, account, partition, QOS, reservation, priority, nodes or directory is honoured.
+    #[arg(long, env = "SUNK_TENANCY")]
+    pub(super) tenancy: Option<PathBuf>,
     /// Decision points that fail closed: when their module fails, the decision fails (and is retried)
     /// instead of falling back to the bundled default. Repeatable: job-mapper, preemption, drain.
     #[arg(long = "policy-fail-closed", env = "SUNK_POLICY_FAIL_CLOSED", value_delimiter = ',')]
@@ -135,6 +141,20 @@ pub fn conf_server(address: Option<&str>, slurm_url: &str) -> anyhow::Result<Str
     let url = reqwest::Url::parse(slurm_url).with_context(|| format!("--slurm-url {slurm_url} is not a URL"))?;
     let host = url.host_str().with_context(|| format!("--slurm-url {slurm_url} names no host"))?;
     Ok(format!("{host}:6817"))
+}
+
+/// The tenancy document `--tenancy` names, or the default that grants nothing.
+pub fn tenancy(path: Option<&std::path::Path>) -> anyhow::Result<Tenancy> {
+    let tenancy = match path {
+        None => Tenancy::default(),
+        Some(path) => Tenancy::load(path).context("--tenancy")?,
+    };
+    if tenancy.trust_annotations {
+        tracing::warn!(
+            "tenancy.trustAnnotations is on: every pod's annotations are honoured as they are, placeholders run as whoever they name"
+        );
+    }
+    Ok(tenancy)
 }
 
 /// The host's own namespace in a cluster (its service account's), else `default`.

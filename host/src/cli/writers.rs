@@ -19,6 +19,7 @@ use crate::leader::{Fence, FencedSlurm};
 use crate::nodeset::{self, ClusterSettings};
 use crate::policy::{self, Policies};
 use crate::slurm::{NodeCache, Slurm, SlurmClient};
+use crate::tenancy::Tenancy;
 use crate::{delivery, scheduler};
 
 /// On SIGTERM, how long the controllers may take to finish the reconciles under way; and how long a
@@ -31,6 +32,7 @@ pub struct Writers {
     pub slurm: SlurmClient,
     pub slurm_nodes: Option<NodeCache>,
     pub policies: Arc<Policies>,
+    pub tenancy: Arc<Tenancy>,
     pub metrics: WriterMetrics,
     pub fence: Fence,
 }
@@ -93,6 +95,7 @@ impl Writers {
     fn term(&self) -> BoxFuture<'static, anyhow::Result<()>> {
         let (args, slurm, slurm_nodes) = (self.args.clone(), self.slurm.clone(), self.slurm_nodes.clone());
         let (policies, metrics, fence) = (self.policies.clone(), self.metrics.clone(), self.fence.clone());
+        let tenancy = self.tenancy.clone();
         async move {
             // Clients made on this term's runtime, so that none of their connections outlives it.
             let client = crate::kube::connect_fenced(args.kubeconfig.as_deref(), fence.clone(), true).await?;
@@ -102,7 +105,7 @@ impl Writers {
             let partitions =
                 if args.scheduler { slurm.partitions().await.context("listing Slurm partitions")? } else { Vec::new() };
             let slurm: Arc<dyn Slurm> = Arc::new(FencedSlurm::new(Arc::new(slurm), fence));
-            let parts = Parts { args, client, evictions, slurm, slurm_nodes, policies, metrics, partitions };
+            let parts = Parts { args, client, evictions, slurm, slurm_nodes, policies, tenancy, metrics, partitions };
             parts.run().await
         }
         .boxed()
@@ -149,6 +152,7 @@ struct Parts {
     slurm: Arc<dyn Slurm>,
     slurm_nodes: Option<NodeCache>,
     policies: Arc<Policies>,
+    tenancy: Arc<Tenancy>,
     metrics: WriterMetrics,
     partitions: Vec<String>,
 }
@@ -156,7 +160,7 @@ struct Parts {
 impl Parts {
     /// The controllers this host runs, side by side; the first to fail ends the host.
     async fn run(self) -> anyhow::Result<()> {
-        let Parts { args, client, evictions, slurm, slurm_nodes, policies, metrics, partitions } = self;
+        let Parts { args, client, evictions, slurm, slurm_nodes, policies, tenancy, metrics, partitions } = self;
         let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
         // PolicyModules get their status (and Events) from here, so they are the leader's too.
         let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> =
@@ -200,6 +204,7 @@ impl Parts {
                 max_array_tasks: args.max_array_tasks as usize,
                 preemption: args.preemption,
                 evictions,
+                tenancy,
             };
             controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
         }

@@ -19,6 +19,9 @@ pub enum WaitReason {
     SlurmJobPending,
     /// The job-mapper policy refused the pod (bad input): its owner must fix it.
     PolicyRejected,
+    /// The pod asks for more in Slurm than its namespace is granted: its owner (or the operator's
+    /// grant) must change.
+    NotGranted,
     /// The job-mapper policy failed; retried.
     PolicyFailed,
     /// Slurm refused the job at submission.
@@ -44,6 +47,7 @@ impl WaitReason {
             WaitReason::Unschedulable => "Unschedulable",
             WaitReason::SlurmJobPending => "SlurmJobPending",
             WaitReason::PolicyRejected => "PolicyRejected",
+            WaitReason::NotGranted => "NotGranted",
             WaitReason::PolicyFailed => "PolicyFailed",
             WaitReason::SlurmRejected => "SlurmRejected",
             WaitReason::SlurmJobFailed => "SlurmJobFailed",
@@ -60,6 +64,7 @@ impl WaitReason {
         match self {
             WaitReason::Unschedulable | WaitReason::SlurmJobPending => AttemptResult::unschedulable,
             WaitReason::PolicyRejected
+            | WaitReason::NotGranted
             | WaitReason::SlurmRejected
             | WaitReason::SlurmJobFailed
             | WaitReason::GroupInvalid => AttemptResult::rejected,
@@ -105,6 +110,7 @@ mod tests {
             (WaitReason::Unschedulable, "Unschedulable", AttemptResult::unschedulable),
             (WaitReason::SlurmJobPending, "SlurmJobPending", AttemptResult::unschedulable),
             (WaitReason::PolicyRejected, "PolicyRejected", AttemptResult::rejected),
+            (WaitReason::NotGranted, "NotGranted", AttemptResult::rejected),
             (WaitReason::GroupInvalid, "PodGroupInvalid", AttemptResult::rejected),
             (WaitReason::GroupIncomplete, "PodGroupIncomplete", AttemptResult::waiting_for_group),
             (WaitReason::GroupFull, "PodGroupFull", AttemptResult::waiting_for_group),

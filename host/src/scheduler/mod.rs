@@ -46,6 +46,7 @@ pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
 use crate::slurm::{NodeCache, Slurm, SlurmError};
+use crate::tenancy::Tenancy;
 use placement::Placement;
 
 /// What the scheduler is told at start-up.
@@ -71,6 +72,7 @@ pub struct Config {
     /// The client preemption evicts pods with: one that takes a 429 (a disruption budget's refusal)
     /// for an answer.
     pub evictions: Client,
+    pub tenancy: Arc<Tenancy>,
 }
 
 /// Everything a reconcile needs.
@@ -83,6 +85,8 @@ pub struct Context {
     pub slurm: Arc<dyn Slurm>,
     pub jobs: JobCache,
     pub policies: Arc<Policies>,
+    /// What each namespace's pods may get in Slurm.
+    pub tenancy: Arc<Tenancy>,
     pub slurmd: SlurmdPods,
     pub placement: Placement,
     pub cluster: policy::Cluster,
@@ -177,6 +181,7 @@ pub async fn run(
         slurm,
         jobs,
         policies,
+        tenancy: config.tenancy,
         slurmd,
         placement,
         cluster: config.cluster,

@@ -9,6 +9,8 @@ use crate::slurm::{ApiVersion, Exclusive, JobDescription, JobFlag, NoValue};
 /// Placeholders sleep until cancelled: the pod, not the job, does the work.
 const SCRIPT: &str = "#!/bin/sh\n# sunk placeholder: holds this allocation for a Kubernetes pod\nexec sleep infinity\n";
 
+const DISCARD: &str = "/dev/null";
+
 /// Which placeholders the operator has the host submit.
 ///
 /// Batch jobs are the default because they are faster where it counts: a burst of pods goes to Slurm
@@ -60,6 +62,10 @@ pub fn job_description(pod: &PodKey, request: JobRequest, kind: PlaceholderKind)
         immediate: None,
         current_working_directory: request.current_working_directory.unwrap_or_else(|| "/tmp".into()),
         environment: vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()],
+        // A placeholder prints nothing worth keeping, and a file in its working directory would be
+        // written as whoever it runs as.
+        standard_output: Some(DISCARD.into()),
+        standard_error: Some(DISCARD.into()),
         admin_comment: Some(pod.link()),
         comment: request.comment,
         partition: request.partition,
@@ -117,5 +123,6 @@ mod tests {
         assert_eq!(external.flags, [JobFlag::External]);
         let batch = job_description(&pod, request(), PlaceholderKind::Batch);
         assert!(batch.script.starts_with("#!/bin/sh") && batch.flags.is_empty());
+        assert_eq!((batch.standard_output.as_deref(), batch.standard_error.as_deref()), (Some(DISCARD), Some(DISCARD)));
     }
 }

@@ -18,8 +18,9 @@ use super::timing::{RECHECK, RETRY};
 use super::{Context, Error, bind, conditions, exclusions, pod_record};
 use crate::failpoint;
 use crate::policy::worlds::MapPodInput;
-use crate::policy::{JobRequest, Mapping, PolicyError};
+use crate::policy::{JobRequest, Mapping, PolicyError, Rejection};
 use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError};
+use crate::tenancy::{self, NotGranted};
 
 /// How soon a pod looks again when Slurm's nodes could not be read.
 const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
@@ -149,7 +150,7 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
         return Ok(()); // Slurm's nodes are not known now; the next pass looks again.
     };
     // The policy's own exclusions are asked again: they are part of what the job must carry.
-    let Ok(Mapping::Job(request)) = decide(pod, ctx) else {
+    let Ok(Mapped::Job(request)) = decide(pod, ctx) else {
         return Ok(());
     };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
@@ -172,18 +173,28 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
     }
 }
 
-/// The policy's job request, or what to do when there is none.
+/// What the job-mapper policy and the namespace's grant make of a pod.
+enum Mapped {
+    Job(JobRequest),
+    /// The policy refused the pod.
+    Rejected(Rejection),
+    /// The policy asked for more than the pod's namespace is granted.
+    NotGranted(NotGranted),
+}
+
+/// The job request, or what to do when there is none.
 pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequest>, Error> {
+    let refused = |reason, message: String| async move {
+        conditions::waiting(ctx, pod, reason, &message).await?;
+        ctx.writer.event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}")).await;
+        Ok::<_, Error>(ControlFlow::Break(Action::await_change()))
+    };
     match decide(pod, ctx) {
-        Ok(Mapping::Job(request)) => Ok(ControlFlow::Continue(request)),
-        Ok(Mapping::Reject(rejection)) => {
-            let message = format!("{}: {}", rejection.field, rejection.message);
-            conditions::waiting(ctx, pod, WaitReason::PolicyRejected, &message).await?;
-            ctx.writer
-                .event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}"))
-                .await;
-            Ok(ControlFlow::Break(Action::await_change()))
+        Ok(Mapped::Job(request)) => Ok(ControlFlow::Continue(request)),
+        Ok(Mapped::Rejected(rejection)) => {
+            refused(WaitReason::PolicyRejected, format!("{}: {}", rejection.field, rejection.message)).await
         }
+        Ok(Mapped::NotGranted(beyond)) => refused(WaitReason::NotGranted, beyond.to_string()).await,
         Err(error) => {
             let message = format!("the job-mapper policy failed: {error}");
             conditions::waiting(ctx, pod, WaitReason::PolicyFailed, &message).await?;
@@ -193,10 +204,21 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequ
     }
 }
 
-fn decide(pod: &Pod, ctx: &Context) -> Result<Mapping, PolicyError> {
+fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
     let input = MapPodInput { pod: pod_record::pod_record(pod), cluster: ctx.cluster.clone() };
     // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
-    tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input))
+    let mapping = tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input))?;
+    Ok(match mapping {
+        Mapping::Reject(rejection) => Mapped::Rejected(rejection),
+        Mapping::Job(request) if ctx.tenancy.trust_annotations => Mapped::Job(request),
+        Mapping::Job(request) => {
+            let grant = ctx.tenancy.grant_for(&input.pod.namespace);
+            match tenancy::enforce(request, &input.pod, &input.cluster, grant) {
+                Ok(request) => Mapped::Job(request),
+                Err(beyond) => Mapped::NotGranted(beyond),
+            }
+        }
+    })
 }
 
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).

@@ -220,6 +220,7 @@ impl World {
             admin_comment: description.admin_comment.clone().unwrap_or_default(),
             comment: description.comment.clone().unwrap_or_default(),
             account: description.account.clone().unwrap_or_default(),
+            user_name: user_name(description.user_id.as_deref()),
             job_state: vec!["PENDING".into()],
             partition: description.partition.clone().unwrap_or_else(|| "batch".into()),
             priority: description.priority.unwrap_or(NoValue::of(1000)),
@@ -233,6 +234,16 @@ impl World {
         self.jobs.insert(id, job);
         self.demands.insert(id, Demand::of(description));
         id
+    }
+}
+
+/// The user a job runs as, as Slurm names it: the requester's (the fake's callers sign as root)
+/// unless the description names a uid; a uid this world has no name for reads as itself.
+fn user_name(uid: Option<&str>) -> String {
+    match uid {
+        None | Some("0") => "root".into(),
+        Some("65534") => "nobody".into(),
+        Some(uid) => uid.into(),
     }
 }
 

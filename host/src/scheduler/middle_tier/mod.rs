@@ -7,6 +7,7 @@
 //! holds. The end-to-end suite checks the same against the real parts.
 
 mod gangs;
+mod grants;
 mod pods;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +26,7 @@ use crate::kube::PodWriter;
 use crate::kube::fake_api::FakeApi;
 use crate::policy::{self, FailureModes, Policies};
 use crate::slurm::{FakeSlurm, Job, NodeCache, NodeCacheConfig};
+use crate::tenancy::Tenancy;
 use crate::vocabulary::SLURM_NODE_LABEL;
 
 const SCHEDULER: &str = "sunk";
@@ -47,7 +49,13 @@ pub struct World {
 }
 
 impl World {
+    /// A world whose namespace is granted nothing (a fresh installation).
     pub async fn new() -> Self {
+        Self::granted(Tenancy::default()).await
+    }
+
+    /// A world whose namespaces get what `tenancy` grants.
+    pub async fn granted(tenancy: Tenancy) -> Self {
         let slurm = Arc::new(FakeSlurm::with_nodes("slurm", 2, 2));
         let api = FakeApi::default();
         let client = api.client();
@@ -76,6 +84,7 @@ impl World {
             slurm: slurm.clone(),
             jobs: super::JobCache::default(),
             policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),
+            tenancy: Arc::new(tenancy),
             slurmd: slurmd.clone(),
             placement: Placement { nodes, slurmd, slurm_nodes },
             cluster: policy::Cluster {

@@ -30,6 +30,7 @@ use super::pod_phase::leaving;
 use super::submit::pod_spec;
 use super::{Context, Error, exclusions};
 use crate::slurm::{Job, JobState, expand_hostlist};
+use crate::tenancy;
 
 /// Slurm's reason for a job that waits for nodes to free. (`Priority` is not enough: a job of higher
 /// priority waits first, and room made now would go to it.)
@@ -85,10 +86,15 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
         can_requeue: ctx.slurm.can_requeue(),
     };
     let name = format!("{}/{}", placeholder.pod.namespace, placeholder.pod.name);
-    let Some(input) = offer::offer(job, &name, &views) else {
+    let Some(mut input) = offer::offer(job, &name, &views) else {
         ctx.metrics.preemption(PreemptionResult::none);
         return Ok(Outcome::settled("no running job on the nodes it may use could make room"));
     };
+    if !ctx.tenancy.trust_annotations {
+        // Ranked by its PriorityClass, capped by its namespace's grant: an annotation never raises it.
+        let grant = ctx.tenancy.grant_for(&placeholder.pod.namespace);
+        input.preemptor.priority = tenancy::preemption_rank(pod_spec(pod).priority, grant);
+    }
     // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
     let decision = match tokio::task::block_in_place(|| ctx.policies.preemption.decide(&input)) {
         Ok(decision) => decision,

@@ -1,0 +1,61 @@
+//! Tenancy: a pod gets in Slurm only what its namespace is granted. Refused pods get no job and say
+//! which annotation asked for what; the rest run as their grant's user.
+
+use serde_json::json;
+
+use super::{NAMESPACE, World};
+use crate::tenancy::Tenancy;
+
+fn message(world: &World, name: &str) -> String {
+    let conditions = world.pod(name).and_then(|pod| pod.status?.conditions).unwrap_or_default();
+    conditions.into_iter().find(|c| c.type_ == "PodScheduled").and_then(|c| c.message).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_fresh_install_placeholders_run_as_nobody_and_privileged_annotations_are_refused() {
+    let mut world = World::new().await;
+    world.create("plain", "1", json!({}), json!({}));
+    world.create("as-root", "1", json!({}), json!({"sunk.dev/user-id": "0"}));
+    world.create("first-in-line", "1", json!({}), json!({"sunk.dev/priority": "4294967293"}));
+    world.create("elsewhere", "1", json!({}), json!({"sunk.dev/account": "physics"}));
+    let writes = world.settle().await;
+
+    let plain = world.job_of("plain").expect("a job for the plain pod");
+    assert_eq!(plain.user_name, "nobody");
+    assert!(world.node_of("plain").is_some());
+    let refused = [
+        ("as-root", "sunk.dev/user-id=\"0\"", "runs as user 65534, naming another is not granted"),
+        ("first-in-line", "sunk.dev/priority=\"4294967293\"", "setting a priority is not granted"),
+        ("elsewhere", "sunk.dev/account=\"physics\"", "no accounts granted"),
+    ];
+    for (name, asked, granted) in refused {
+        assert_eq!(world.scheduled(name), Some(("False".into(), "NotGranted".into())), "{name}");
+        let said = message(&world, name);
+        assert!(said.contains(asked) && said.contains(granted) && said.contains(NAMESPACE), "{name}: {said}");
+        assert!(writes.contains(&format!("event {NAMESPACE}/{name} FailedScheduling")), "{name}: {writes:?}");
+        assert_eq!(world.job_of(name), None, "no job for {name}");
+    }
+    assert_eq!(world.slurm.all_jobs().len(), 1, "only the plain pod's job was ever submitted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_namespace_gets_its_user_and_what_it_may_name_and_no_more() {
+    let tenancy = Tenancy::parse(
+        r#"{"grants": [{"namespaces": ["ml"], "user": 1000, "group": 1000, "userIds": "1000-1999",
+            "groupIds": "1000-1999", "accounts": ["ml"]}]}"#,
+        "test",
+    )
+    .expect("a tenancy document");
+    let mut world = World::granted(tenancy).await;
+    world.create("own", "1", json!({}), json!({}));
+    world.create("named", "1", json!({}), json!({"sunk.dev/user-id": "1500", "sunk.dev/account": "ml"}));
+    world.create("beyond", "1", json!({}), json!({"sunk.dev/user-id": "2000"}));
+    world.settle().await;
+
+    assert_eq!(world.job_of("own").expect("a job").user_name, "1000");
+    let named = world.job_of("named").expect("a job");
+    assert_eq!((named.user_name.as_str(), named.account.as_str()), ("1500", "ml"));
+    assert_eq!(world.scheduled("beyond"), Some(("False".into(), "NotGranted".into())));
+    assert!(message(&world, "beyond").contains("runs as user 1000 or one of 1000-1999"));
+    assert_eq!(world.job_of("beyond"), None);
+}

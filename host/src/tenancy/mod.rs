@@ -1,0 +1,8 @@
+//! Tenancy: what each namespace's pods may get in Slurm, owned by the operator and enforced on
+//! whatever the job-mapper policy asks for.
+
+mod enforce;
+mod grant;
+
+pub use enforce::{NotGranted, enforce, preemption_rank};
+pub use grant::{Grant, IdRange, NOBODY, NamespaceGrant, Tenancy, TenancyError};
