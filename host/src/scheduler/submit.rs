@@ -175,7 +175,7 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
 
 /// What the job-mapper policy and the namespace's grant make of a pod.
 enum Mapped {
-    Job(JobRequest),
+    Job(Box<JobRequest>),
     /// The policy refused the pod.
     Rejected(Rejection),
     /// The policy asked for more than the pod's namespace is granted.
@@ -190,7 +190,7 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequ
         Ok::<_, Error>(ControlFlow::Break(Action::await_change()))
     };
     match decide(pod, ctx) {
-        Ok(Mapped::Job(request)) => Ok(ControlFlow::Continue(request)),
+        Ok(Mapped::Job(request)) => Ok(ControlFlow::Continue(*request)),
         Ok(Mapped::Rejected(rejection)) => {
             refused(WaitReason::PolicyRejected, format!("{}: {}", rejection.field, rejection.message)).await
         }
@@ -210,11 +210,11 @@ fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
     let mapping = tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input))?;
     Ok(match mapping {
         Mapping::Reject(rejection) => Mapped::Rejected(rejection),
-        Mapping::Job(request) if ctx.tenancy.trust_annotations => Mapped::Job(request),
+        Mapping::Job(request) if ctx.tenancy.trust_annotations => Mapped::Job(Box::new(request)),
         Mapping::Job(request) => {
             let grant = ctx.tenancy.grant_for(&input.pod.namespace);
             match tenancy::enforce(request, &input.pod, &input.cluster, grant) {
-                Ok(request) => Mapped::Job(request),
+                Ok(request) => Mapped::Job(Box::new(request)),
                 Err(beyond) => Mapped::NotGranted(beyond),
             }
         }

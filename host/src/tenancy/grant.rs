@@ -14,7 +14,7 @@ use serde::Deserialize;
 pub const NOBODY: u32 = 65534;
 
 /// The whole tenancy document.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Tenancy {
     /// SUNK's behaviour before grants: every annotation honoured, placeholders run as whoever the
@@ -26,12 +26,6 @@ pub struct Tenancy {
     pub default: Grant,
     #[serde(default)]
     pub grants: Vec<NamespaceGrant>,
-}
-
-impl Default for Tenancy {
-    fn default() -> Self {
-        Self { trust_annotations: false, default: Grant::default(), grants: Vec::new() }
-    }
 }
 
 /// A grant and the namespaces it is for.
