@@ -19,7 +19,7 @@ log "installing the host with Helm (charts/sunk, release sunk in namespace sunk-
 kubectl create namespace sunk-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n sunk-system create secret generic slurm-jwt-key --from-file=jwt.key="$SUNK_STATE/slurm-etc/jwt.key" \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-helm upgrade --install sunk charts/sunk -n sunk-system --wait --timeout 120s \
+helm upgrade --install sunk charts/sunk -n sunk-system --wait --timeout 120s -f examples/helm/tenancy.yaml \
   --set image.repository="${SUNK_IMAGE%:*}" --set image.tag="${SUNK_IMAGE##*:}" \
   --set scheduler.name=sunk --set nodesetController.enabled=false --set nodesetController.namespace=slurm \
   --set replicas=1 --set leaderElection.enabled=false >/dev/null

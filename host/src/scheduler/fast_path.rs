@@ -8,6 +8,10 @@
 //! cancelling, restarts) treats it the same. It runs no script and holds its node until cancelled or
 //! out of time; slurm.conf's `InactiveLimit` must stay 0 (the default), or Slurm ends allocations
 //! whose allocating client does not answer.
+//!
+//! slurmrestd's `job/allocate` makes every allocation its caller's (the host's Slurm user), whatever
+//! user id the request names (checked on 26.05.5), so only a placeholder that names no user, as with
+//! `tenancy.trustAnnotations`, may take this path; one that runs as its namespace's grant is queued.
 
 use super::Context;
 use crate::slurm::{Job, JobDescription, JobState, SlurmError};
@@ -22,6 +26,11 @@ pub enum Allocation {
     Refused,
     /// The answer was lost: Slurm may have granted it.
     InDoubt(SlurmError),
+}
+
+/// Whether `placeholder` may be an immediate allocation: it would run as the host's Slurm user.
+pub fn applies_to(placeholder: &JobDescription) -> bool {
+    placeholder.user_id.is_none() && placeholder.group_id.is_none()
 }
 
 pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation {
@@ -44,5 +53,18 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription) -> Allocation
             Allocation::Running(Box::new(job))
         }
         _ => Allocation::Granted(job_id, Box::new(request)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_placeholder_that_names_no_user_may_be_allocated_at_once() {
+        let trusted = JobDescription { name: "ml/a".into(), ..Default::default() };
+        assert!(applies_to(&trusted));
+        let granted = JobDescription { user_id: Some("65534".into()), group_id: Some("65534".into()), ..trusted };
+        assert!(!applies_to(&granted), "job/allocate would run it as the host's Slurm user");
     }
 }

@@ -68,7 +68,7 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
 
 /// A pod submitted on its own: an immediate allocation first (with the fast path), else a queued job.
 async fn submit_alone(pod: &Pod, key: PodKey, description: JobDescription, ctx: &Context) -> Result<Action, Error> {
-    if ctx.fast_path {
+    if ctx.fast_path && fast_path::applies_to(&description) {
         match fast_path::allocate(ctx, &description).await {
             Allocation::Running(job) => {
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");

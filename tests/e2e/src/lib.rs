@@ -154,6 +154,21 @@ impl Cluster {
         Ok(self.hosts.len() - 1)
     }
 
+    /// A tenancy document granting this test's namespace `grant` (the fields of one grant, e.g.
+    /// `{"requiredNodes": true}`), written for a host to read: pass `("SUNK_TENANCY", &path)`.
+    pub fn grant(&self, grant: serde_json::Value) -> anyhow::Result<String> {
+        let mut entry = grant;
+        entry["namespaces"] = serde_json::json!([self.namespace]);
+        self.tenancy(serde_json::json!({"grants": [entry]}))
+    }
+
+    /// The tenancy document `document`, written for a host to read: pass `("SUNK_TENANCY", &path)`.
+    pub fn tenancy(&self, document: serde_json::Value) -> anyhow::Result<String> {
+        let path = state_dir().join(format!("logs/tenancy-{}.json", self.namespace));
+        std::fs::write(&path, document.to_string())?;
+        Ok(path.display().to_string())
+    }
+
     /// Starts a host that runs only the NodeSet controller, for this test's namespace.
     pub fn start_nodeset_host(&mut self) -> anyhow::Result<usize> {
         let namespace = self.namespace.clone();

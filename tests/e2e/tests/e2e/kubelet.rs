@@ -71,7 +71,8 @@ async fn a_pod_the_kubelet_rejects_leaves_no_slurm_job_and_says_why() -> anyhow:
     cluster.create_pod(hog).await?;
     cluster.wait_pod("hog", "the memory hog to run", START, |pod| phase(pod) == Some("Running")).await?;
 
-    cluster.start_host(&[])?;
+    let tenancy = cluster.grant(serde_json::json!({"requiredNodes": true}))?;
+    cluster.start_host(&[("SUNK_TENANCY", &tenancy)])?;
     let mut spec = pod("big", "1", "4Gi");
     spec["metadata"]["annotations"] = serde_json::json!({"sunk.dev/required-nodes": slurm_node});
     let created = cluster.create_pod(spec).await?;

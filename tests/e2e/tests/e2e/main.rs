@@ -16,3 +16,4 @@ mod scheduler;
 mod scheduler_conditions;
 mod scheduler_scope;
 mod syncer;
+mod tenancy;

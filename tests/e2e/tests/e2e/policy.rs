@@ -43,10 +43,17 @@ async fn wait_phase(modules: &Api<PolicyModule>, name: &str, phase: &str) -> any
     .await
 }
 
+/// A host whose namespace may be charged what team-accounts charges team ml (with and without its
+/// example configuration).
+fn start_team_host(cluster: &mut Cluster) -> anyhow::Result<usize> {
+    let tenancy = cluster.grant(serde_json::json!({"accounts": ["ml", "gpu-ml"], "qos": ["normal", "high"]}))?;
+    cluster.start_host(&[("SUNK_TENANCY", &tenancy)])
+}
+
 #[tokio::test]
 async fn a_job_mapper_pushed_while_pods_are_scheduled_takes_over_without_a_failure() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("reload").await?;
-    let host = cluster.start_host(&[])?;
+    let host = start_team_host(&mut cluster)?;
     let module = example_policy("team-accounts")?;
 
     // v1 (the bundled default) sets no comment; v2 (team-accounts) sets `team=<team>`.
@@ -125,7 +132,7 @@ async fn a_job_mapper_pushed_while_pods_are_scheduled_takes_over_without_a_failu
 #[tokio::test]
 async fn a_module_that_does_not_match_its_pin_is_refused_and_says_why() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("refuse").await?;
-    cluster.start_host(&[])?;
+    start_team_host(&mut cluster)?;
     let module = example_policy("team-accounts")?;
     let push = cluster.sunk_cli(&[
         "policy",

@@ -71,8 +71,10 @@ async fn bundled_preemption(cluster: &Cluster) -> anyhow::Result<(&'static str, 
     Ok(if requeues { ("requeued", JobState::Pending) } else { ("cancelled", JobState::Ended) })
 }
 
+/// A host that preempts, the test's namespace granted ranks up to any PriorityClass's (a billion).
 fn start_preempting_host(cluster: &mut Cluster) -> anyhow::Result<()> {
-    cluster.start_host(&[("SUNK_PREEMPTION", "true")])?;
+    let tenancy = cluster.grant(serde_json::json!({"maxPriority": 1_000_000_000}))?;
+    cluster.start_host(&[("SUNK_PREEMPTION", "true"), ("SUNK_TENANCY", &tenancy)])?;
     Ok(())
 }
 

@@ -46,7 +46,8 @@ async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<
 #[tokio::test]
 async fn deleting_a_pod_cancels_its_job() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("delete").await?;
-    cluster.start_host(&[])?;
+    let tenancy = cluster.grant(serde_json::json!({"requiredNodes": true}))?;
+    cluster.start_host(&[("SUNK_TENANCY", &tenancy)])?;
     let bound = cluster.create_pod(pod("bound", "2", "256Mi")).await?;
     cluster.wait_pod("bound", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
     // A second pod pinned to the node the first one fills, so its job stays pending.

@@ -1,0 +1,58 @@
+//! Tenancy end to end: a pod gets in Slurm only what its namespace is granted. Placeholders run as
+//! the grant's user (nobody by default) on the real Slurm; a pod asking for another uid, an
+//! administrator's priority or an account it was not granted stays Pending with `NotGranted`, an
+//! Event naming the annotation, and no job.
+
+use std::time::Duration;
+
+use sunk_e2e::{Cluster, node_name, pod, scheduled_condition};
+
+const BIND: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn a_pod_gets_only_what_its_namespace_is_granted() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("tenancy").await?;
+    let tenancy = cluster.grant(serde_json::json!({"accounts": ["ml"]}))?;
+    cluster.start_host(&[("SUNK_TENANCY", &tenancy)])?;
+
+    let charged = annotated("charged", "sunk.dev/account", "ml");
+    let charged_uid = cluster.create_pod(charged).await?.metadata.uid.unwrap_or_default();
+    let mut refused = Vec::new();
+    for (name, key, value) in [
+        ("as-root", "sunk.dev/user-id", "0"),
+        ("first-in-line", "sunk.dev/priority", "4294967293"),
+        ("elsewhere", "sunk.dev/account", "physics"),
+    ] {
+        let created = cluster.create_pod(annotated(name, key, value)).await?;
+        refused.push((name, key, value, created.metadata.uid.unwrap_or_default()));
+    }
+
+    cluster.wait_pod("charged", "the granted pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    let jobs = cluster.jobs_of(&charged_uid).await?;
+    let job = jobs.first().expect("the bound pod's job");
+    assert_eq!((job.user_name.as_str(), job.account.as_str()), ("nobody", "ml"), "runs as nobody, charged to ml");
+
+    for (name, key, value, uid) in refused {
+        let pod = cluster
+            .wait_pod(name, "a NotGranted condition", BIND, |pod| {
+                scheduled_condition(pod).is_some_and(|(_, reason, _)| reason == "NotGranted")
+            })
+            .await?;
+        let (_, _, message) = scheduled_condition(&pod).unwrap_or_default();
+        let asked = format!("{key}={value:?}");
+        assert!(message.contains(&asked) && message.contains(&cluster.namespace), "{name}: {message}");
+        let events = cluster.events_of(name).await?;
+        assert!(
+            events.iter().any(|(reason, note)| reason == "FailedScheduling" && note.contains(&asked)),
+            "{events:?}"
+        );
+        assert!(cluster.jobs_of(&uid).await?.is_empty(), "no Slurm job for {name}");
+    }
+    Ok(())
+}
+
+fn annotated(name: &str, key: &str, value: &str) -> serde_json::Value {
+    let mut spec = pod(name, "1", "64Mi");
+    spec["metadata"]["annotations"] = serde_json::json!({ key: value });
+    spec
+}
