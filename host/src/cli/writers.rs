@@ -205,6 +205,7 @@ impl Parts {
                 preemption: args.preemption,
                 evictions,
                 tenancy,
+                slurmd_namespace: args.nodeset_namespace.clone(),
             };
             controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
         }

@@ -73,6 +73,8 @@ pub struct Config {
     /// for an answer.
     pub evictions: Client,
     pub tenancy: Arc<Tenancy>,
+    /// The namespace of the NodeSets whose slurmd pods host Slurm nodes (all when unset).
+    pub slurmd_namespace: Option<String>,
 }
 
 /// Everything a reconcile needs.
@@ -134,7 +136,12 @@ pub async fn run(
     config: Config,
 ) -> anyhow::Result<()> {
     let (slurmd_store, slurmd_writer) = reflector::store();
-    let slurmd_watch = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(SLURM_NODE_LABEL));
+    // Only the NodeSet namespace's slurmd pods, when there is one: a pod elsewhere is never believed.
+    let slurmd_pods = match &config.slurmd_namespace {
+        Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
+        None => Api::<Pod>::all(client.clone()),
+    };
+    let slurmd_watch = watcher(slurmd_pods, watcher::Config::default().labels(SLURM_NODE_LABEL));
     tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().touched_objects().for_each(|_| async {}));
 
     let (nodes_store, nodes_writer) = reflector::store();
@@ -144,7 +151,7 @@ pub async fn run(
     // tainted node would be bound.
     slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
     nodes_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of Nodes ended"))?;
-    let slurmd = SlurmdPods::new(slurmd_store);
+    let slurmd = SlurmdPods::new(slurmd_store, slurm_nodes.clone());
     let placement = Placement { nodes: nodes_store, slurmd: slurmd.clone(), slurm_nodes };
 
     let jobs = JobCache::default();

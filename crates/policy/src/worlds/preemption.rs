@@ -60,6 +60,25 @@ impl World for PreemptionWorld {
                     victim.job_id, candidate.priority, input.preemptor.priority
                 ));
             }
+            match (candidate.kind, victim.mode) {
+                (WorkloadKind::Pod, PreemptMode::Cancel | PreemptMode::Requeue) => {
+                    return Err(format!(
+                        "victim job {} is pod {}'s: evict it (cancelling its job would bypass its \
+                         PodDisruptionBudget)",
+                        victim.job_id, candidate.name
+                    ));
+                }
+                (WorkloadKind::SlurmJob, PreemptMode::Evict) => {
+                    return Err(format!("victim job {} is a Slurm job: cancel or requeue it", victim.job_id));
+                }
+                (WorkloadKind::Pod, PreemptMode::Evict) if victim.grace_seconds > candidate.grace_seconds => {
+                    return Err(format!(
+                        "victim pod {} evicted with {} s of grace, more than its own {} s",
+                        candidate.name, victim.grace_seconds, candidate.grace_seconds
+                    ));
+                }
+                _ => {}
+            }
             if victim.mode == PreemptMode::Requeue && !candidate.requeue_allowed {
                 return Err(format!(
                     "victim job {}: requeue, which it was not offered with (a pod's job, a job that is no \
@@ -177,6 +196,28 @@ mod tests {
                     assert!(checked.as_ref().is_err_and(|why| why.contains(words)), "{victims:?}: {checked:?}")
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_pod_is_only_evicted_and_never_with_more_grace_than_its_own() {
+        // Candidate 12 is a pod with 30 s of grace; here it ranks below the preemptor.
+        let mut input = PreemptionWorld::samples()[0].clone();
+        input.candidates[1].priority = 10;
+        let one = |job_id, mode, grace_seconds| PreemptionDecision {
+            victims: vec![Victim { job_id, mode, grace_seconds }],
+            reason: "sample".into(),
+        };
+        assert_eq!(PreemptionWorld::check(&input, &one(12, PreemptMode::Evict, 30)), Ok(()));
+        let refused = [
+            (one(12, PreemptMode::Cancel, 0), "evict it"),
+            (one(12, PreemptMode::Requeue, 0), "evict it"),
+            (one(12, PreemptMode::Evict, 31), "more than its own 30 s"),
+            (one(11, PreemptMode::Evict, 0), "is a Slurm job"),
+        ];
+        for (decision, words) in refused {
+            let checked = PreemptionWorld::check(&input, &decision);
+            assert!(checked.as_ref().is_err_and(|why| why.contains(words)), "{decision:?}: {checked:?}");
         }
     }
 }

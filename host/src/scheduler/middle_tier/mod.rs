@@ -8,6 +8,7 @@
 
 mod gangs;
 mod grants;
+mod impostors;
 mod pods;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,12 +25,25 @@ use super::timing::RECHECK;
 use super::{Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile};
 use crate::kube::PodWriter;
 use crate::kube::fake_api::FakeApi;
+use crate::nodeset::SlurmNodeOwner;
 use crate::policy::{self, FailureModes, Policies};
-use crate::slurm::{FakeSlurm, Job, NodeCache, NodeCacheConfig};
+use crate::slurm::{FakeSlurm, Job, NodeCache, NodeCacheConfig, NodeUpdate, Slurm};
 use crate::tenancy::Tenancy;
 use crate::vocabulary::SLURM_NODE_LABEL;
 
 const SCHEDULER: &str = "sunk";
+
+/// The slurmd pod of Slurm node `slurm-<n>` on `kube-node-<n>`, as NodeSet `slurm/gpu` makes it.
+fn slurmd_pod(n: usize) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("slurmd-{n}"), "namespace": "slurm", "uid": format!("slurmd-{n}"),
+                     "labels": {SLURM_NODE_LABEL: format!("slurm-{n}")},
+                     "ownerReferences": [{"apiVersion": "sunk.dev/v1alpha1", "kind": "NodeSet", "name": "gpu",
+                                          "uid": "gpu", "controller": true}]},
+        "spec": {"nodeName": format!("kube-node-{n}"), "containers": []},
+    }))
+    .expect("a slurmd pod")
+}
 pub const NAMESPACE: &str = "ml";
 
 /// Passes over every pod at most this often before a test gives up on the world settling.
@@ -40,6 +54,8 @@ pub struct World {
     pub api: FakeApi,
     ctx: Arc<Context>,
     pods: Writer<Pod>,
+    /// The slurmd pods the host watches.
+    slurmd_pods: Writer<Pod>,
     /// Pods the host asked to look at again (a group's other members).
     decide_again: mpsc::UnboundedReceiver<ObjectRef<Pod>>,
     /// Each pod as it was when last passed over.
@@ -65,15 +81,21 @@ impl World {
         for n in 1..=2 {
             let node: Node = serde_json::from_value(json!({"metadata": {"name": format!("kube-node-{n}")}})).unwrap();
             nodes_writer.apply_watcher_event(&watcher::Event::Apply(node));
-            let slurmd_pod = json!({
-                "metadata": {"name": format!("slurmd-{n}"), "namespace": "slurm", "uid": format!("slurmd-{n}"),
-                             "labels": {SLURM_NODE_LABEL: format!("slurm-{n}")}},
-                "spec": {"nodeName": format!("kube-node-{n}"), "containers": []},
-            });
-            slurmd_writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(slurmd_pod).unwrap()));
+            slurmd_writer.apply_watcher_event(&watcher::Event::Apply(slurmd_pod(n)));
+            // As the NodeSet controller records each slurmd pod on its Slurm node.
+            let recorded = SlurmNodeOwner {
+                namespace: "slurm".into(),
+                pod: format!("slurmd-{n}"),
+                node: format!("kube-node-{n}"),
+                nodeset: "gpu".into(),
+                uid: format!("slurmd-{n}"),
+                nodeset_uid: "gpu".into(),
+            };
+            let update = NodeUpdate::comment(&recorded.to_comment());
+            slurm.update_node(&format!("slurm-{n}"), &update).await.expect("a comment on a known node");
         }
         let slurm_nodes = NodeCache::new(NodeCacheConfig::every(std::time::Duration::from_millis(100)));
-        let slurmd = SlurmdPods::new(slurmd);
+        let slurmd = SlurmdPods::new(slurmd, slurm_nodes.clone());
         let (pods, pods_writer) = reflector::store::<Pod>();
         let (decide_again, decide_again_rx) = mpsc::unbounded();
         let ctx = Context {
@@ -108,12 +130,24 @@ impl World {
             api,
             ctx: Arc::new(ctx),
             pods: pods_writer,
+            slurmd_pods: slurmd_writer,
             decide_again: decide_again_rx,
             last_passed: BTreeMap::new(),
             due_soon: BTreeSet::new(),
         };
         world.observe_slurm().await;
         world
+    }
+
+    /// A user's pod claiming to host `slurm_node` on `kube_node`: labelled like a slurmd pod, owned
+    /// by nothing the host made.
+    pub fn impostor(&mut self, name: &str, slurm_node: &str, kube_node: &str) {
+        let pod = json!({
+            "metadata": {"name": name, "namespace": NAMESPACE, "uid": format!("uid-{name}"),
+                         "labels": {SLURM_NODE_LABEL: slurm_node}},
+            "spec": {"nodeName": kube_node, "containers": []},
+        });
+        self.slurmd_pods.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(pod).expect("a pod")));
     }
 
     /// The host's caches catch up with Slurm, as its polls would.

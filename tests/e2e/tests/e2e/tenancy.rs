@@ -1,11 +1,11 @@
 //! Tenancy end to end: a pod gets in Slurm only what its namespace is granted. Placeholders run as
 //! the grant's user (nobody by default) on the real Slurm; a pod asking for another uid, an
 //! administrator's priority or an account it was not granted stays Pending with `NotGranted`, an
-//! Event naming the annotation, and no job.
+//! Event naming the annotation, and no job. And a user's pod labelled as a slurmd pod steers nothing.
 
 use std::time::Duration;
 
-use sunk_e2e::{Cluster, node_name, pod, scheduled_condition};
+use sunk_e2e::{BUSYBOX, Cluster, node_name, pod, scheduled_condition};
 
 const BIND: Duration = Duration::from_secs(30);
 
@@ -47,6 +47,37 @@ async fn a_pod_gets_only_what_its_namespace_is_granted() -> anyhow::Result<()> {
             "{events:?}"
         );
         assert!(cluster.jobs_of(&uid).await?.is_empty(), "no Slurm job for {name}");
+    }
+    Ok(())
+}
+
+/// Pods of a user's namespace labelled as slurmd pods of the local cluster's two Slurm nodes, on a
+/// Node where no slurmd runs (three per Slurm node: the host's old lookup took whichever of the
+/// claimants its cache listed first). Every pod sunk binds still goes where Slurm runs its job.
+#[tokio::test]
+async fn a_users_pod_labelled_as_a_slurmd_pod_steers_nothing() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("impostor").await?;
+    cluster.start_host(&[])?;
+    for slurm_node in ["kube-node-1", "kube-node-2"] {
+        for n in 0..3 {
+            let impostor = serde_json::json!({
+                "metadata": {"name": format!("{slurm_node}-{n}"), "labels": {"sunk.dev/slurm-node": slurm_node}},
+                "spec": {"nodeName": "kube-node-5", "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "main", "image": BUSYBOX, "command": ["sleep", "3600"],
+                                         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+            });
+            cluster.create_pod(impostor).await?;
+        }
+    }
+    let mut uids = Vec::new();
+    for name in ["a", "b", "c", "d"] {
+        uids.push((name, cluster.create_pod(pod(name, "1", "64Mi")).await?.metadata.uid.unwrap_or_default()));
+    }
+    for (name, uid) in uids {
+        let bound = cluster.wait_pod(name, "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+        let job = cluster.jobs_of(&uid).await?.into_iter().next().expect("the bound pod's job");
+        // The local cluster's Slurm nodes are named after the Nodes their slurmd pods run on.
+        assert_eq!(node_name(&bound), Some(job.nodes.as_str()), "{name} is bound where Slurm runs its job");
     }
     Ok(())
 }

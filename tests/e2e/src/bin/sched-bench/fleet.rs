@@ -1,13 +1,19 @@
 //! The benchmark's capacity: fake Kubernetes Nodes (no kubelet: the test agent heartbeats them and
 //! plays their pods) each running a REAL slurmd, a Slurm dynamic node of many CPUs, through a slurmd
 //! pod the agent starts in the Slurm root. Everything is taken away again when the fleet is dropped.
+//!
+//! The host believes a slurmd pod only when a NodeSet controls it and its Slurm node records it, so
+//! the fleet plays the NodeSet controller's part: a NodeSet `bench` (no controller keeps it: the
+//! bench's host runs none, and the cluster's keeps namespace `slurm`) owns the pods, and each Slurm
+//! node's comment names its pod once the node has registered.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use sunk::nodeset::{NodeSet, SlurmNodeOwner};
 use sunk_e2e::{repo_root, wait_for};
 
 /// The label both schedulers' pods select their Nodes by.
@@ -16,6 +22,7 @@ pub const BENCH_LABEL: (&str, &str) = ("sunk.dev/bench", "true");
 pub const CPUS: u32 = 64;
 const MEMORY_MIB: u64 = 256 * 1024;
 const SLURMD_PORT_BASE: &str = "17100";
+const NODESET: &str = "bench";
 
 pub struct Fleet {
     kube: Client,
@@ -43,11 +50,16 @@ impl Fleet {
             let status = serde_json::json!({"status": {"capacity": capacity, "allocatable": capacity}});
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(status)).await?;
         }
+        let nodeset = create_nodeset(kube, namespace).await?;
         let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
+        let mut created = Vec::new();
         for name in &fleet.nodes {
-            pods.create(&PostParams::default(), &slurmd_pod(name)?).await?;
+            created.push(pods.create(&PostParams::default(), &slurmd_pod(name, &nodeset)?).await?);
         }
         fleet.wait_ready().await?;
+        for pod in created {
+            record_on_slurm_node(&pod, &nodeset)?;
+        }
         Ok(fleet)
     }
 
@@ -93,11 +105,38 @@ fn start_agent() -> anyhow::Result<Child> {
         .spawn()?)
 }
 
+/// The NodeSet the fleet's slurmd pods belong to; it selects no Node.
+async fn create_nodeset(kube: &Client, namespace: &str) -> anyhow::Result<NodeSet> {
+    let nodeset: NodeSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "sunk.dev/v1alpha1", "kind": "NodeSet",
+        "metadata": {"name": NODESET, "namespace": namespace},
+        "spec": {"nodeSelector": {BENCH_LABEL.0: "no-node"}, "template": {"spec": {"containers": []}}},
+    }))?;
+    Ok(Api::<NodeSet>::namespaced(kube.clone(), namespace).create(&PostParams::default(), &nodeset).await?)
+}
+
+/// Records `pod` on its Slurm node, as the NodeSet controller does once a node has registered.
+fn record_on_slurm_node(pod: &Pod, nodeset: &NodeSet) -> anyhow::Result<()> {
+    let node = pod.spec.as_ref().and_then(|spec| spec.node_name.clone()).unwrap_or_default();
+    let owner = SlurmNodeOwner {
+        namespace: pod.namespace().unwrap_or_default(),
+        pod: pod.name_any(),
+        node: node.clone(),
+        nodeset: NODESET.into(),
+        uid: pod.uid().unwrap_or_default(),
+        nodeset_uid: nodeset.uid().unwrap_or_default(),
+    };
+    let comment = format!("comment={}", owner.to_comment());
+    sunk_e2e::in_slurm_root(&["scontrol", "update", &format!("nodename={node}"), &comment])?;
+    Ok(())
+}
+
 /// A slurmd pod on the fake Node `node`: the agent runs `slurmd -Z -N <node> --conf <conf>` for it.
-fn slurmd_pod(node: &str) -> anyhow::Result<Pod> {
+fn slurmd_pod(node: &str, nodeset: &NodeSet) -> anyhow::Result<Pod> {
     let conf = format!("CPUs={CPUS} RealMemory={MEMORY_MIB} Features=bench");
     Ok(serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("slurmd-{node}"), "labels": {sunk::scheduler::SLURM_NODE_LABEL: node}},
+        "metadata": {"name": format!("slurmd-{node}"), "labels": {sunk::scheduler::SLURM_NODE_LABEL: node},
+                     "ownerReferences": [nodeset.controller_owner_ref(&())]},
         "spec": {
             "nodeName": node,
             "containers": [{"name": "slurmd", "image": sunk_e2e::slurmd_image(), "args": ["-Z", "--conf", conf]}],
