@@ -16,10 +16,11 @@ use super::world::World;
 /// What happens to a decision when the live module fails it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnFailure {
-    /// The bundled default decides instead.
-    #[default]
+    /// The bundled default decides instead (an operator's opt-in: the default is more permissive
+    /// than most modules that replace it).
     Fallback,
     /// The decision fails; the caller keeps the object waiting and retries.
+    #[default]
     FailClosed,
 }
 

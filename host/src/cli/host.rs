@@ -48,7 +48,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     let slurm_info = slurm.discover().await.with_context(|| format!("--slurm-url {}", args.slurm_url))?;
     tracing::info!(release = %slurm_info.release, api = %slurm_info.api, "talking to {slurm_info}");
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
-    let policies = Arc::new(Policies::bundled(failure_modes(&args.fail_closed))?);
+    let policies = Arc::new(Policies::bundled(failure_modes(&args.fallback, &args.fail_closed))?);
     let tenancy = Arc::new(super::host_args::tenancy(args.tenancy.as_deref())?);
     tracing::info!(digest = policies.job_mapper.live().module.digest(), "bundled policies loaded");
 
@@ -192,8 +192,12 @@ fn release_lease(kubeconfig: Option<PathBuf>, config: &leader::Config) {
     }
 }
 
-fn failure_modes(fail_closed: &[Decision]) -> FailureModes {
-    let mode = |decision| if fail_closed.contains(&decision) { OnFailure::FailClosed } else { OnFailure::Fallback };
+/// Fail closed everywhere but where the operator opted into the bundled default.
+fn failure_modes(fallback: &[Decision], fail_closed: &[Decision]) -> FailureModes {
+    let mode = |decision| match fallback.contains(&decision) && !fail_closed.contains(&decision) {
+        true => OnFailure::Fallback,
+        false => OnFailure::FailClosed,
+    };
     FailureModes {
         job_mapper: mode(Decision::JobMapper),
         preemption: mode(Decision::Preemption),
@@ -204,6 +208,20 @@ fn failure_modes(fail_closed: &[Decision]) -> FailureModes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_decision_fails_closed_unless_the_operator_opted_into_fallback() {
+        let closed = failure_modes(&[], &[]);
+        assert_eq!(
+            (closed.job_mapper, closed.preemption, closed.drain),
+            (OnFailure::FailClosed, OnFailure::FailClosed, OnFailure::FailClosed)
+        );
+        let opted = failure_modes(&[Decision::JobMapper, Decision::Drain], &[Decision::Drain]);
+        assert_eq!(
+            (opted.job_mapper, opted.preemption, opted.drain),
+            (OnFailure::Fallback, OnFailure::FailClosed, OnFailure::FailClosed)
+        );
+    }
 
     #[test]
     fn the_lease_namespace_is_the_flag_else_pod_namespace() {

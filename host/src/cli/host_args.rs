@@ -60,8 +60,14 @@ pub struct HostArgs {
     /// an identity, account, partition, QOS, reservation, priority, nodes or directory is honoured.
     #[arg(long, env = "SUNK_TENANCY")]
     pub(super) tenancy: Option<PathBuf>,
-    /// Decision points that fail closed: when their module fails, the decision fails (and is retried)
-    /// instead of falling back to the bundled default. Repeatable: job-mapper, preemption, drain.
+    /// Decision points whose failing module (a trap, out of fuel or time, an invalid answer) is
+    /// replaced by the bundled default for that decision. Repeatable: job-mapper, preemption, drain.
+    /// Without it a decision whose module fails fails closed: the pod waits (`PolicyFailed`),
+    /// nothing is preempted, no node is drained or resumed, and the decision is retried.
+    #[arg(long = "policy-fallback", env = "SUNK_POLICY_FALLBACK", value_delimiter = ',')]
+    pub(super) fallback: Vec<Decision>,
+    /// Decision points that fail closed, which every one does unless `--policy-fallback` names it;
+    /// kept for earlier installations, and it beats `--policy-fallback`.
     #[arg(long = "policy-fail-closed", env = "SUNK_POLICY_FAIL_CLOSED", value_delimiter = ',')]
     pub(super) fail_closed: Vec<Decision>,
     /// Runs the pod scheduler (pods whose schedulerName is --scheduler-name). `--scheduler=false`
