@@ -22,6 +22,9 @@ pub const POD_LINK: &str = "sunk.dev/pod=";
 pub const GANG_LINK: &str = "sunk.dev/gang=";
 /// A job array of pods: `sunk.dev/array=<namespace>/<pod>:<uid>,...`, task `i` the `i`-th pod.
 pub const ARRAY_LINK: &str = "sunk.dev/array=";
+/// Appended to every link a host writes: `;by=<scheduler name>@<kube-system namespace UID>`, the
+/// installation the placeholder belongs to.
+pub const INSTALLATION_MARK: &str = ";by=";
 /// Appended to the link of a job the host cancelled to submit a better placed one.
 pub const REPLACED_MARK: &str = ";replaced";
 /// Appended to the link of an immediate allocation attempt (Slurm keeps a refused one as FAILED).
@@ -29,8 +32,8 @@ pub const ATTEMPT_MARK: &str = ";immediate";
 
 // slurmd pods and NodeSets.
 
-/// Label on a slurmd pod whose value is the name of the Slurm node it runs. Today the scheduler
-/// believes it on any pod in any namespace (docs/security.md, known gaps).
+/// Label on a slurmd pod whose value is the name of the Slurm node it runs. Only a claim: the
+/// scheduler believes it on a pod a NodeSet controls and its Slurm node records.
 pub const SLURM_NODE_LABEL: &str = "sunk.dev/slurm-node";
 /// Label on a slurmd pod: the NodeSet it belongs to.
 pub const NODESET_LABEL: &str = "sunk.dev/nodeset";

@@ -9,7 +9,7 @@ use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
-use super::link::PodKey;
+use super::link::{Installation, PodKey};
 use crate::slurm::{Job, JobDescription, JobState, JobsPage, Slurm, SlurmError};
 
 /// A placeholder job as last seen.
@@ -45,12 +45,25 @@ struct State {
 }
 
 /// Shared, cheaply cloned view of sunk's placeholder jobs.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct JobCache {
     state: Arc<RwLock<State>>,
+    /// Whose placeholders are this cache's: another installation's are not even listed.
+    installation: Arc<Installation>,
+}
+
+#[cfg(test)]
+impl Default for JobCache {
+    fn default() -> Self {
+        Self::new(Installation::new("sunk", "test-cluster"))
+    }
 }
 
 impl JobCache {
+    pub fn new(installation: Installation) -> Self {
+        Self { state: Arc::default(), installation: Arc::new(installation) }
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -161,7 +174,10 @@ impl JobCache {
 
     /// Replaces the cache with a complete listing that began at `began`; returns the pods whose
     /// placeholders changed.
-    fn replace(&self, jobs: Vec<Job>, last_update: u64, began: Instant) -> Vec<PodKey> {
+    fn replace(&self, mut jobs: Vec<Job>, last_update: u64, began: Instant) -> Vec<PodKey> {
+        // Another installation's placeholders are neither ours to bind or cancel nor candidates for
+        // our preemption: its pods, PodDisruptionBudgets and grace periods are out of our sight.
+        jobs.retain(|job| !self.installation.is_foreign(&job.admin_comment));
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
         let holding: Vec<Job> = jobs.iter().filter(|job| job.holds_nodes()).cloned().collect();
         for job in jobs {
@@ -272,6 +288,26 @@ mod tests {
     fn job(id: u32, uid: &str, state: &str) -> Job {
         let pod = PodKey { namespace: "ns".into(), name: format!("pod-{uid}"), uid: uid.into() };
         Job { job_id: id, admin_comment: pod.link(), job_state: vec![state.into()], ..Default::default() }
+    }
+
+    #[test]
+    fn another_installations_placeholders_are_not_ours_nor_candidates() {
+        let cache = JobCache::default();
+        let on_n1 = |job: Job| Job { nodes: "n1".into(), ..job };
+        let signed =
+            |job: Job, by: &Installation| on_n1(Job { admin_comment: by.sign(job.admin_comment.clone()), ..job });
+        let ours = signed(job(1, "a", "RUNNING"), &Installation::new("sunk", "test-cluster"));
+        let other_cluster = signed(job(2, "b", "RUNNING"), &Installation::new("sunk", "another-cluster"));
+        let other_release = signed(job(3, "c", "RUNNING"), &Installation::new("sunk-gpu", "test-cluster"));
+        let legacy = on_n1(job(4, "d", "RUNNING"));
+        let slurm_users = on_n1(Job { job_id: 5, job_state: vec!["RUNNING".into()], ..Default::default() });
+        cache.replace(vec![ours, other_cluster, other_release, legacy, slurm_users], 100, Instant::now());
+        assert_eq!(cache.for_pod("a").len(), 1);
+        assert!(cache.for_pod("b").is_empty() && cache.for_pod("c").is_empty());
+        assert_eq!(cache.for_pod("d").len(), 1, "a link from before installations were named is still ours");
+        let mut candidates: Vec<u32> = cache.holding().iter().map(|job| job.job_id).collect();
+        candidates.sort_unstable();
+        assert_eq!(candidates, [1, 4, 5], "another installation's jobs are not even preemption candidates");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct SchedulerMetrics {
     pending: Gauge,
     preemptions: Family<PreemptionLabels, Counter>,
     victims: Family<VictimLabels, Counter>,
+    sweeps: Counter,
+    orphans: Counter,
 }
 
 impl Default for SchedulerMetrics {
@@ -75,6 +77,8 @@ impl Default for SchedulerMetrics {
             pending: Gauge::default(),
             preemptions: Family::default(),
             victims: Family::default(),
+            sweeps: Counter::default(),
+            orphans: Counter::default(),
         }
     }
 }
@@ -96,6 +100,22 @@ impl SchedulerMetrics {
             self.preemptions.clone(),
         );
         registry.register("preemption_victims", "Workloads preempted for waiting pods", self.victims.clone());
+        registry.register(
+            "orphan_sweeps",
+            "Passes over this installation's placeholders for pods gone",
+            self.sweeps.clone(),
+        );
+        registry.register(
+            "orphans_cancelled",
+            "Placeholders cancelled because their pod is gone",
+            self.orphans.clone(),
+        );
+    }
+
+    /// One pass of the orphan sweep over a complete job listing, which cancelled `cancelled` jobs.
+    pub fn swept(&self, cancelled: usize) {
+        self.sweeps.inc();
+        self.orphans.inc_by(u64::try_from(cancelled).unwrap_or(u64::MAX));
     }
 
     pub fn preemption(&self, result: PreemptionResult) {

@@ -47,6 +47,7 @@ use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
 use crate::slurm::{NodeCache, Slurm, SlurmError};
 use crate::tenancy::Tenancy;
+use link::Installation;
 use placement::Placement;
 
 /// What the scheduler is told at start-up.
@@ -86,6 +87,8 @@ pub struct Context {
     pub writer: PodWriter,
     pub slurm: Arc<dyn Slurm>,
     pub jobs: JobCache,
+    /// Whose placeholders this scheduler's are: it signs their links and leaves others' alone.
+    pub installation: Installation,
     pub policies: Arc<Policies>,
     /// What each namespace's pods may get in Slurm.
     pub tenancy: Arc<Tenancy>,
@@ -126,6 +129,15 @@ pub enum Error {
     SharedSlurm(Arc<SlurmError>),
 }
 
+/// The UID of the cluster's `kube-system` namespace: what tells one cluster's installations from
+/// another's on a shared Slurm.
+async fn cluster_uid(client: &Client) -> anyhow::Result<String> {
+    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).get("kube-system").await;
+    let namespace = namespace
+        .map_err(|error| anyhow::anyhow!("reading namespace kube-system (who this installation is): {error}"))?;
+    namespace.metadata.uid.ok_or_else(|| anyhow::anyhow!("namespace kube-system has no UID"))
+}
+
 /// Runs the scheduler until a termination signal arrives. `slurm_nodes` is the host's one cache of
 /// Slurm's nodes, polled by whoever runs it (`NodeCache::run`).
 pub async fn run(
@@ -154,7 +166,8 @@ pub async fn run(
     let slurmd = SlurmdPods::new(slurmd_store, slurm_nodes.clone());
     let placement = Placement { nodes: nodes_store, slurmd: slurmd.clone(), slurm_nodes };
 
-    let jobs = JobCache::default();
+    let installation = Installation::new(&config.scheduler_name, &cluster_uid(&client).await?);
+    let jobs = JobCache::new(installation.clone());
     let (changed_tx, changed_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx.clone()));
 
@@ -176,6 +189,8 @@ pub async fn run(
         pods: controller.store(),
         slurm: slurm.clone(),
         scope: config.scope.clone(),
+        client: client.clone(),
+        metrics: config.metrics.clone(),
     };
     tokio::spawn(sweep.run(config.poll_interval * 4));
     tokio::spawn(count_pending(controller.store(), config.metrics.clone(), config.poll_interval));
@@ -195,7 +210,8 @@ pub async fn run(
         metrics: config.metrics,
         fast_path: config.fast_path,
         placeholders: config.placeholders,
-        batches: batch::Batches::new(config.max_array_tasks),
+        batches: batch::Batches::new(config.max_array_tasks, installation.clone()),
+        installation,
         preemption: config.preemption,
         preemptions: preemption::InFlight::default(),
         requeued_seen: preemption::by_slurm::FirstSeen::default(),

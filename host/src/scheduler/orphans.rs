@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
 
-use super::{JobCache, Placeholder, Scope};
+use super::{JobCache, Placeholder, SchedulerMetrics, Scope};
 use crate::slurm::{Slurm, SlurmError};
 
 /// Jobs that hold nodes terminating at once, at most. Slurm terminates each cancelled job on its
@@ -24,16 +25,18 @@ pub struct Sweep {
     pub pods: Store<Pod>,
     pub slurm: Arc<dyn Slurm>,
     pub scope: Scope,
+    /// For the live read that confirms a pod is gone before its job is cancelled.
+    pub client: Client,
+    pub metrics: SchedulerMetrics,
 }
 
 impl Sweep {
     pub async fn run(self, interval: Duration) {
-        let Self { jobs, pods, slurm, scope } = self;
-        sweep(jobs, pods, slurm, scope, interval).await
+        sweep(self, interval).await
     }
 }
 
-async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: Arc<dyn Slurm>, scope: Scope, interval: Duration) {
+async fn sweep(Sweep { jobs, pods, slurm, scope, client, metrics }: Sweep, interval: Duration) {
     // Readiness wakes only the most recent waiter, and the controller waits on the same store:
     // look again every second rather than wait once.
     loop {
@@ -64,7 +67,9 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: Arc<dyn Slurm>, scope: S
         orphans.dedup_by_key(|p| p.job.target());
         let completing = jobs.holding().iter().filter(|job| job.job_state.iter().any(|s| s == "COMPLETING")).count();
         keep_within_room(&mut orphans, TERMINATING_AT_ONCE.saturating_sub(completing));
+        let orphans = confirmed_gone(&client, orphans).await;
         if orphans.is_empty() {
+            metrics.swept(0);
             continue;
         }
         let mut batch = Vec::new();
@@ -98,7 +103,28 @@ async fn sweep(jobs: JobCache, pods: Store<Pod>, slurm: Arc<dyn Slurm>, scope: S
             }
             Err(error) => tracing::warn!(jobs = batch.len(), %error, "could not cancel orphan placeholders"),
         }
+        metrics.swept(batch.len());
     }
+}
+
+/// The orphans whose pod a live read from the API server confirms gone: the store may lag behind
+/// (a pod just created, a watch restarting), and a job cancelled in error costs its pod. A pod that
+/// cannot be read now keeps its job until a later sweep.
+async fn confirmed_gone(client: &Client, orphans: Vec<Placeholder>) -> Vec<Placeholder> {
+    let mut gone = Vec::with_capacity(orphans.len());
+    for placeholder in orphans {
+        let key = &placeholder.pod;
+        match Api::<Pod>::namespaced(client.clone(), &key.namespace).get_opt(&key.name).await {
+            Ok(Some(pod)) if pod.metadata.uid.as_deref() == Some(key.uid.as_str()) => {
+                tracing::debug!(pod = %format!("{}/{}", key.namespace, key.name), "the pod is there after all; its job stays");
+            }
+            Ok(_) => gone.push(placeholder),
+            Err(error) => {
+                tracing::info!(pod = %key.name, %error, "cannot confirm the pod is gone; its job stays for now")
+            }
+        }
+    }
+    gone
 }
 
 /// Keeps every pending placeholder and at most `room` that hold nodes (each of those a termination on

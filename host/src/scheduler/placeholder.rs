@@ -2,7 +2,7 @@
 //! sleeps, or a job that launches nothing) and what it asks Slurm for. How it names its pod is
 //! [`super::link`].
 
-use super::link::PodKey;
+use super::link::{Installation, PodKey};
 use crate::policy::{Exclusive as PolicyExclusive, JobRequest};
 use crate::slurm::{ApiVersion, Exclusive, JobDescription, JobFlag, NoValue};
 
@@ -49,8 +49,14 @@ impl Placeholders {
     }
 }
 
-/// The Slurm submission for a pod, from what the job-mapper policy asked for.
-pub fn job_description(pod: &PodKey, request: JobRequest, kind: PlaceholderKind) -> JobDescription {
+/// The Slurm submission for a pod, from what the job-mapper policy asked for, linked to the pod as
+/// `installation`'s.
+pub fn job_description(
+    pod: &PodKey,
+    request: JobRequest,
+    kind: PlaceholderKind,
+    installation: &Installation,
+) -> JobDescription {
     let (script, flags) = match kind {
         PlaceholderKind::Batch => (SCRIPT.into(), Vec::new()),
         PlaceholderKind::External => (String::new(), vec![JobFlag::External]),
@@ -66,7 +72,7 @@ pub fn job_description(pod: &PodKey, request: JobRequest, kind: PlaceholderKind)
         // written as whoever it runs as.
         standard_output: Some(DISCARD.into()),
         standard_error: Some(DISCARD.into()),
-        admin_comment: Some(pod.link()),
+        admin_comment: Some(installation.sign(pod.link())),
         comment: request.comment,
         partition: request.partition,
         account: request.account,
@@ -118,10 +124,12 @@ mod tests {
             let fields = serde_json::json!({"cpus": 1, "memory_mib": 64, "excluded_nodes": [], "required_nodes": []});
             serde_json::from_value(fields).expect("a job request")
         };
-        let external = job_description(&pod, request(), PlaceholderKind::External);
+        let installation = Installation::new("sunk", "cluster");
+        let external = job_description(&pod, request(), PlaceholderKind::External, &installation);
         assert!(external.script.is_empty(), "Slurm refuses an external job with a script");
         assert_eq!(external.flags, [JobFlag::External]);
-        let batch = job_description(&pod, request(), PlaceholderKind::Batch);
+        let batch = job_description(&pod, request(), PlaceholderKind::Batch, &installation);
+        assert_eq!(batch.admin_comment.as_deref(), Some("sunk.dev/pod=ml/train-0/1234;by=sunk@cluster"));
         assert!(batch.script.starts_with("#!/bin/sh") && batch.flags.is_empty());
         assert_eq!((batch.standard_output.as_deref(), batch.standard_error.as_deref()), (Some(DISCARD), Some(DISCARD)));
     }

@@ -36,7 +36,7 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
     };
     request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
     let kind = ctx.placeholder_kind();
-    let description = placeholder::job_description(&key, request, kind);
+    let description = placeholder::job_description(&key, request, kind, &ctx.installation);
     if kind == PlaceholderKind::External {
         // Slurm has no arrays of external jobs: every pod's placeholder is submitted on its own.
         return submit_alone(pod, key, description, ctx).await;

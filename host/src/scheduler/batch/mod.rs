@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
 
-use super::link::{ArrayLink, PodKey};
+use super::link::{ArrayLink, Installation, PodKey};
 use crate::slurm::{JobDescription, Slurm, SlurmError};
 
 /// The most tasks one array gets (Slurm's `MaxArraySize` defaults to 1001; the link in every task's
@@ -74,12 +74,15 @@ pub struct Batches {
     waiting: Arc<Mutex<Vec<Waiting>>>,
     turn: Arc<tokio::sync::Mutex<()>>,
     max_tasks: usize,
+    /// Whose arrays these are (their links say so).
+    installation: Arc<Installation>,
 }
 
 impl Batches {
-    /// Arrays of at most `max_tasks` tasks; 1 submits every pod alone.
-    pub fn new(max_tasks: usize) -> Self {
-        Self { waiting: Arc::default(), turn: Arc::default(), max_tasks: max_tasks.clamp(1, MAX_TASKS) }
+    /// Arrays of at most `max_tasks` tasks, linked as `installation`'s; 1 submits every pod alone.
+    pub fn new(max_tasks: usize, installation: Installation) -> Self {
+        let max_tasks = max_tasks.clamp(1, MAX_TASKS);
+        Self { waiting: Arc::default(), turn: Arc::default(), max_tasks, installation: Arc::new(installation) }
     }
 
     /// Waits for this pod's turn. Whoever gets the turn submits everything waiting by then; the pod
@@ -130,7 +133,7 @@ impl Batches {
             let mut pods = pods.into_iter().peekable();
             while pods.peek().is_some() {
                 let chunk: Vec<Waiting> = pods.by_ref().take(self.max_tasks).collect();
-                submit_array(slurm, chunk).await;
+                submit_array(slurm, chunk, &self.installation).await;
             }
         }
     }
@@ -143,7 +146,7 @@ fn shape(description: &JobDescription) -> String {
 }
 
 /// The array for pods of one namespace and shape; each task `i` is `pods[i]`'s.
-pub fn array_description(pods: &[(PodKey, JobDescription)]) -> Option<JobDescription> {
+pub fn array_description(pods: &[(PodKey, JobDescription)], installation: &Installation) -> Option<JobDescription> {
     let ((first, description), rest) = pods.split_first()?;
     let link = ArrayLink { namespace: first.namespace.clone(), members: pods.iter().map(|(p, _)| p.clone()).collect() };
     Some(JobDescription {
@@ -151,16 +154,16 @@ pub fn array_description(pods: &[(PodKey, JobDescription)]) -> Option<JobDescrip
             0 => description.name.clone(),
             more => format!("{} and {more} more", description.name),
         },
-        admin_comment: Some(link.render()),
+        admin_comment: Some(installation.sign(link.render())),
         array: Some(format!("0-{}", pods.len() - 1)),
         ..description.clone()
     })
 }
 
 /// Submits pods of one namespace and shape as one array, and tells each pod its task.
-async fn submit_array(slurm: &dyn Slurm, pods: Vec<Waiting>) {
+async fn submit_array(slurm: &dyn Slurm, pods: Vec<Waiting>, installation: &Installation) {
     let (members, answers): (Vec<_>, Vec<_>) = pods.into_iter().map(|w| ((w.pod, w.description), w.answer)).unzip();
-    let Some(description) = array_description(&members) else { return };
+    let Some(description) = array_description(&members, installation) else { return };
     let admin_comment = description.admin_comment.clone().unwrap_or_default();
     let submitted = slurm.submit(&description).await.map_err(Arc::new);
     match &submitted {
@@ -182,6 +185,10 @@ mod tests {
     use super::*;
     use crate::slurm::FakeSlurm;
 
+    fn installation() -> Installation {
+        Installation::new("sunk", "test-cluster")
+    }
+
     fn pod(name: &str) -> (PodKey, JobDescription) {
         let key = PodKey { namespace: "ml".into(), name: name.into(), uid: format!("uid-{name}") };
         let description = JobDescription {
@@ -196,7 +203,7 @@ mod tests {
     #[test]
     fn an_array_names_each_tasks_pod_and_keeps_the_shape() {
         let pods = vec![pod("a"), pod("b"), pod("c")];
-        let array = array_description(&pods).unwrap();
+        let array = array_description(&pods, &installation()).unwrap();
         assert_eq!(array.array.as_deref(), Some("0-2"));
         assert_eq!(array.name, "ml/a and 2 more");
         let link = ArrayLink::parse(array.admin_comment.as_deref().unwrap()).unwrap();
@@ -209,7 +216,7 @@ mod tests {
 
     /// Batches of a slurmrestd that is not there, and the turn of a first pod that found nobody waiting.
     async fn first_alone() -> (Batches, Arc<FakeSlurm>, TimedTurn) {
-        let batches = Batches::new(MAX_TASKS);
+        let batches = Batches::new(MAX_TASKS, installation());
         let slurm = Arc::new(FakeSlurm::default());
         slurm.set_reachable(false);
         let (key, description) = pod("first");

@@ -115,9 +115,10 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
             request
         },
         ctx.placeholder_kind(),
+        &ctx.installation,
     );
     description.name = format!("{namespace}/{}", group.name);
-    description.admin_comment = Some(link.render());
+    description.admin_comment = Some(ctx.installation.sign(link.render()));
     let nodes = u32::try_from(size).unwrap_or(u32::MAX);
     description.minimum_nodes = Some(nodes);
     description.maximum_nodes = Some(nodes);

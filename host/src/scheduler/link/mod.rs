@@ -5,9 +5,11 @@
 
 mod array;
 mod gang;
+mod installation;
 
 pub use array::ArrayLink;
 pub use gang::GangLink;
+pub use installation::Installation;
 
 use crate::vocabulary::{ATTEMPT_MARK, POD_LINK, REPLACED_MARK};
 

@@ -21,6 +21,7 @@ use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::watcher;
 use serde_json::json;
 
+use super::link::Installation;
 use super::timing::RECHECK;
 use super::{Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile};
 use crate::kube::PodWriter;
@@ -119,7 +120,8 @@ impl World {
             metrics: SchedulerMetrics::default(),
             fast_path: false,
             placeholders: Placeholders::Batch,
-            batches: batch::Batches::new(1),
+            batches: batch::Batches::new(1, Installation::new("sunk", "test-cluster")),
+            installation: Installation::new("sunk", "test-cluster"),
             preemption: false,
             preemptions: preemption::InFlight::default(),
             requeued_seen: preemption::by_slurm::FirstSeen::default(),

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use sunk_e2e::{BUSYBOX, Cluster, node_name, pod, scheduled_condition};
+use sunk::slurm::JobState;
+use sunk_e2e::{BUSYBOX, Cluster, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
 
@@ -80,6 +81,47 @@ async fn a_users_pod_labelled_as_a_slurmd_pod_steers_nothing() -> anyhow::Result
         assert_eq!(node_name(&bound), Some(job.nodes.as_str()), "{name} is bound where Slurm runs its job");
     }
     Ok(())
+}
+
+/// Two installations on one Slurm (two releases: schedulers `sunk` and `sunk-other`), a pod each.
+/// Each host's orphan sweep passes over the other's placeholder (whose pod it does not know) three
+/// times; neither cancels it. Before installations were named, the second host cancelled the first
+/// one's job on its first sweep.
+#[tokio::test]
+async fn two_installations_on_one_slurm_leave_each_others_jobs_alone() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("installations").await?;
+    let first = cluster.start_host(&[])?;
+    let second = cluster.start_host(&[("SUNK_SCHEDULER_NAME", "sunk-other")])?;
+    let mut theirs = pod("theirs", "1", "64Mi");
+    theirs["spec"]["schedulerName"] = "sunk-other".into();
+    let mut uids = Vec::new();
+    for spec in [pod("mine", "1", "64Mi"), theirs] {
+        uids.push(cluster.create_pod(spec).await?.metadata.uid.unwrap_or_default());
+    }
+    for name in ["mine", "theirs"] {
+        cluster.wait_pod(name, "the pod to be bound by its own host", BIND, |pod| node_name(pod).is_some()).await?;
+    }
+    let sweeps = |text: &str| counter(text, "sunk_scheduler_orphan_sweeps_total");
+    let before = (sweeps(&cluster.metrics(first).await?), sweeps(&cluster.metrics(second).await?));
+    wait_for("three more orphan sweeps by each host", Duration::from_secs(60), || async {
+        let now = (sweeps(&cluster.metrics(first).await.ok()?), sweeps(&cluster.metrics(second).await.ok()?));
+        (now.0 >= before.0 + 3 && now.1 >= before.1 + 3).then_some(())
+    })
+    .await?;
+    for uid in &uids {
+        let jobs = cluster.jobs_of(uid).await?;
+        assert!(jobs.len() == 1 && jobs[0].state() == JobState::Running, "one running job for pod {uid}: {jobs:?}");
+    }
+    for host in [first, second] {
+        assert_eq!(counter(&cluster.metrics(host).await?, "sunk_scheduler_orphans_cancelled_total"), 0);
+    }
+    Ok(())
+}
+
+/// The value of an unlabelled counter in a /metrics text (0 when absent).
+fn counter(metrics: &str, name: &str) -> u64 {
+    let value = metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' '));
+    value.and_then(|value| value.trim().parse().ok()).unwrap_or(0)
 }
 
 fn annotated(name: &str, key: &str, value: &str) -> serde_json::Value {
