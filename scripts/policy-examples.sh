@@ -17,6 +17,9 @@ for example in team-accounts drain-runbook protected-accounts; do
   "$sunk" policy test "$module" "$dir/cases.yaml"
 done
 
+# The abuse suite's hostile job-mapper, for the end-to-end tests of a module that fails.
+"$sunk" policy build tests/policies/abuse -o target/examples/abuse.wasm
+
 # The bundled job-mapper, as compiled into this sunk binary (crates/policy/build.rs writes it to OUT_DIR).
 bundled=$(ls -t target/debug/build/sunk-policy-runtime-*/out/job_mapper.wasm 2>/dev/null | head -n1)
 [[ -n $bundled ]] || die "the bundled job_mapper.wasm is missing under target/debug/build/sunk-*/out"

@@ -158,3 +158,18 @@ fn swaps_are_atomic_and_roll_back() {
     point.reset();
     assert_eq!(point.live().source, Source::Bundled);
 }
+
+#[test]
+fn an_operators_module_that_is_not_live_withholds_every_decision_until_it_is() {
+    let metrics = PolicyMetrics::default();
+    let point = DecisionPoint::<JobMapperWorld>::bundled(OnFailure::Fallback, metrics.clone()).unwrap();
+    let uploaded = Source::Resource("restrictive".into());
+    point.withhold(uploaded.clone(), "PolicyModule restrictive is not live (its ConfigMap is missing)".into());
+    let error = point.decide(&input()).expect_err("the bundled default may not stand in, fallback or not");
+    assert!(matches!(&error, PolicyError::Withheld(why) if why.contains("ConfigMap is missing")), "{error:?}");
+    assert_eq!(metrics.outcome_count("job-mapper", Outcome::withheld), 1);
+    point.release(&Source::Resource("another".into()));
+    assert!(point.decide(&input()).is_err(), "only the module that withheld decisions releases them");
+    point.release(&uploaded);
+    assert!(matches!(point.decide(&input()), Ok(Mapping::Job(_))));
+}

@@ -68,6 +68,8 @@ pub struct DecisionPoint<W: World> {
     bundled: Arc<Live<W>>,
     on_failure: OnFailure,
     metrics: PolicyMetrics,
+    /// Who withholds every decision and why, while an operator's module is not live.
+    withheld: Mutex<Option<(Source, String)>>,
 }
 
 impl<W: World> DecisionPoint<W> {
@@ -80,6 +82,7 @@ impl<W: World> DecisionPoint<W> {
             bundled,
             on_failure,
             metrics,
+            withheld: Mutex::new(None),
         })
     }
 
@@ -87,6 +90,10 @@ impl<W: World> DecisionPoint<W> {
     /// decides; the failure is counted and logged either way.
     pub fn decide(&self, input: &W::Input) -> Result<W::Output, PolicyError> {
         let live = self.live.load_full();
+        if let Some((_, why)) = self.withheld.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+            self.metrics.count(&live.labels, Outcome::withheld);
+            return Err(PolicyError::Withheld(why));
+        }
         let result = self.run(&live, input);
         let Err(error) = result else {
             return result;
@@ -112,6 +119,7 @@ impl<W: World> DecisionPoint<W> {
             Err(PolicyError::Timeout) => Outcome::timeout,
             Err(PolicyError::OutOfMemory) => Outcome::out_of_memory,
             Err(PolicyError::Invalid(_)) => Outcome::invalid,
+            Err(PolicyError::Withheld(_)) => Outcome::withheld,
         };
         self.metrics.observe(&live.labels, outcome, elapsed.as_secs_f64());
         log_decision(live, input, &result, outcome, elapsed);
@@ -153,6 +161,25 @@ impl<W: World> DecisionPoint<W> {
     #[cfg(test)]
     pub(crate) fn force(&self, module: Module<W>, source: Source) {
         self.replace(Live::new(module, source));
+    }
+
+    /// Makes no decision until [`Self::release`]: `source`, an operator's module, is not live, for
+    /// `why`, and whatever decides now (the bundled default, a file) was not meant to decide instead.
+    pub fn withhold(&self, source: Source, why: String) {
+        let mut withheld = self.withheld.lock().unwrap_or_else(PoisonError::into_inner);
+        if withheld.as_ref().is_none_or(|(held_by, held_why)| *held_by != source || *held_why != why) {
+            tracing::warn!(decision = W::NAME, policy = %source, %why, "decisions withheld until the module is live");
+        }
+        *withheld = Some((source, why));
+    }
+
+    /// Decides again, if `source` was what withheld decisions.
+    pub fn release(&self, source: &Source) {
+        let mut withheld = self.withheld.lock().unwrap_or_else(PoisonError::into_inner);
+        if withheld.as_ref().is_some_and(|(held_by, _)| held_by == source) {
+            tracing::info!(decision = W::NAME, policy = %source, "decisions no longer withheld");
+            *withheld = None;
+        }
     }
 
     /// Goes back to the bundled default (the live module's source went away).
@@ -215,6 +242,10 @@ pub trait AnyDecisionPoint: Send + Sync {
     fn rollback(&self) -> Option<Source>;
     /// See [`DecisionPoint::reset`].
     fn reset(&self);
+    /// See [`DecisionPoint::withhold`].
+    fn withhold(&self, source: Source, why: String);
+    /// See [`DecisionPoint::release`].
+    fn release(&self, source: &Source);
 }
 
 impl<W: World> AnyDecisionPoint for DecisionPoint<W> {
@@ -244,5 +275,13 @@ impl<W: World> AnyDecisionPoint for DecisionPoint<W> {
 
     fn reset(&self) {
         DecisionPoint::reset(self)
+    }
+
+    fn withhold(&self, source: Source, why: String) {
+        DecisionPoint::withhold(self, source, why)
+    }
+
+    fn release(&self, source: &Source) {
+        DecisionPoint::release(self, source)
     }
 }

@@ -25,6 +25,10 @@ pub enum PolicyError {
     /// value.
     #[error("policy broke its contract: {0}")]
     Invalid(String),
+    /// No module may decide: one the operator uploaded is not live (refused, its bytes missing), and
+    /// neither the module before it nor the bundled default may stand in for it.
+    #[error("{0}")]
+    Withheld(String),
 }
 
 impl PolicyError {

@@ -30,6 +30,8 @@ pub enum Outcome {
     invalid,
     /// The policy failed and the bundled default decided instead.
     fallback,
+    /// No module decided: the operator's is not live (see `PolicyError::Withheld`).
+    withheld,
 }
 
 /// Which policy made a decision.

@@ -63,6 +63,7 @@ async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     if live_source == source && live_digest == pinned {
+        point.release(&source);
         let previous = point.previous_version().map(|(_, digest)| digest);
         let message = format!("live on {decision}");
         status::write(&ctx.client, &module, Phase::Live, &message, Some(&pinned), previous.as_deref()).await?;
@@ -73,14 +74,16 @@ async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Actio
         && previous_digest == pinned
     {
         point.rollback();
+        point.release(&source);
         let message = format!("rolled back on {decision} to the version kept in memory");
         status::write(&ctx.client, &module, Phase::Live, &message, Some(&pinned), Some(&live_digest)).await?;
         publish(&ctx, &module, false, "RolledBack", message).await;
         supersede(&ctx, &live_source, &name).await?;
         return Ok(Action::await_change());
     }
-    match offer(&ctx, &module, &pinned, source).await {
+    match offer(&ctx, &module, &pinned, source.clone()).await {
         Ok(()) => {
+            point.release(&source);
             let message = format!("live on {decision}, replacing {live_source} ({})", &live_digest[..12]);
             status::write(&ctx.client, &module, Phase::Live, &message, Some(&pinned), Some(&live_digest)).await?;
             publish(&ctx, &module, false, "Live", message).await;
@@ -88,7 +91,15 @@ async fn reconcile(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Actio
             Ok(Action::await_change())
         }
         Err(refusal) => {
-            let message = format!("{refusal}; {decision} stays on {live_source} ({})", &live_digest[..12]);
+            // An earlier version of this module, or another PolicyModule, is the operator's and may
+            // go on deciding; the bundled default or a file, more permissive as a rule, may not.
+            let message = if matches!(live_source, Source::Resource(_)) {
+                format!("{refusal}; {decision} stays on {live_source} ({})", &live_digest[..12])
+            } else {
+                let why = format!("PolicyModule {name} is not live ({refusal})");
+                point.withhold(source.clone(), why);
+                format!("{refusal}; no {decision} decision is made until it is live")
+            };
             if status::write(&ctx.client, &module, Phase::Refused, &message, None, None).await? {
                 publish(&ctx, &module, true, "Refused", message).await;
             }
@@ -141,17 +152,20 @@ fn error_policy(module: Arc<PolicyModule>, error: &Error, _ctx: Arc<Context>) ->
 }
 
 /// The Controller only sees objects that exist: a deleted PolicyModule that was live hands its
-/// decision point back to the bundled default.
+/// decision point back to the bundled default, and one that withheld decisions no longer does.
 async fn reset_on_delete(api: Api<PolicyModule>, policies: Arc<Policies>) {
     let events = watcher(api, watcher::Config::default()).default_backoff();
     events
         .for_each(|event| {
             if let Ok(watcher::Event::Delete(module)) = event
                 && let Some(point) = policies.point(module.spec.decision.as_str())
-                && point.live_version().0 == Source::Resource(module.name_any())
             {
-                tracing::info!(module = %module.name_any(), "live PolicyModule deleted; back to the bundled default");
-                point.reset();
+                let source = Source::Resource(module.name_any());
+                if point.live_version().0 == source {
+                    tracing::info!(module = %module.name_any(), "live PolicyModule deleted; back to the bundled default");
+                    point.reset();
+                }
+                point.release(&source);
             }
             async {}
         })

@@ -59,7 +59,7 @@ impl ErrorKind {
             PolicyError::OutOfFuel => Self::OutOfFuel,
             PolicyError::Timeout => Self::Timeout,
             PolicyError::OutOfMemory => Self::OutOfMemory,
-            PolicyError::Invalid(_) => Self::Invalid,
+            PolicyError::Invalid(_) | PolicyError::Withheld(_) => Self::Invalid,
         }
     }
 }

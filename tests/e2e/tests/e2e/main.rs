@@ -11,6 +11,7 @@ mod kubelet;
 mod nodeset;
 mod placement;
 mod policy;
+mod policy_failures;
 mod preemption;
 mod scheduler;
 mod scheduler_conditions;

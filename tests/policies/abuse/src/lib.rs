@@ -1,6 +1,7 @@
 //! A hostile job-mapper for the host's abuse suite. What it does is chosen by the text its `config()`
 //! import returns: `ok` (or nothing), `loop`, `memory-bomb`, `recursion`, `panic`, `huge-output`,
-//! `many-logs`, `invalid`.
+//! `many-logs`, `invalid`, and `panic-when-labelled` (panics on a pod labelled `abuse`, so it passes the
+//! dry run on the world's samples and fails on a chosen pod).
 
 wit_bindgen::generate!({
     world: "job-mapper",
@@ -15,7 +16,7 @@ use sunk::policy::job_types::{JobRequest, Rejection};
 struct Policy;
 
 impl Guest for Policy {
-    fn map_pod(_pod: Pod, _cluster: Cluster) -> Mapping {
+    fn map_pod(pod: Pod, _cluster: Cluster) -> Mapping {
         match host::config().as_deref().unwrap_or("ok") {
             "loop" => loop {
                 black_box(());
@@ -30,6 +31,9 @@ impl Guest for Policy {
             "panic" => {
                 host::log(LogLevel::Error, "abuse: asked to panic");
                 panic!("abuse: asked to panic")
+            }
+            "panic-when-labelled" if pod.labels.iter().any(|label| label.key == "abuse") => {
+                panic!("abuse: asked to panic on a labelled pod")
             }
             "huge-output" => Mapping::Reject(Rejection { field: "x".into(), message: "x".repeat(16 << 20) }),
             "many-logs" => {
