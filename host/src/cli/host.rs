@@ -10,7 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::host_args::{HostArgs, own_namespace};
 use super::writers::{DRAIN, WriterMetrics, Writers};
-use crate::delivery::{self, Decision};
+use crate::delivery::{self, Decision, Loads};
 use crate::http;
 use crate::leader::{self, Election, Fence, LeaderGauge, Leadership};
 use crate::policy::{FailureModes, OnFailure, Policies};
@@ -85,7 +85,10 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     }
     http::serve(args.http_addr, registry, readiness).await?;
 
-    let writers = Writers { args, slurm, slurm_nodes, policies, tenancy, metrics, fence };
+    let loads = Loads::default();
+    let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
+    tokio::spawn(delivery::load(client.clone(), namespace, policies.clone(), loads.clone()));
+    let writers = Writers { args, slurm, slurm_nodes, policies, tenancy, loads, metrics, fence };
     loop {
         let mut leadership = match &election {
             None => None,

@@ -15,12 +15,13 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::host_args::{HostArgs, conf_server, own_namespace};
+use crate::delivery::{self, Loads};
 use crate::leader::{Fence, FencedSlurm};
 use crate::nodeset::{self, ClusterSettings};
 use crate::policy::{self, Policies};
+use crate::scheduler;
 use crate::slurm::{NodeCache, Slurm, SlurmClient};
 use crate::tenancy::Tenancy;
-use crate::{delivery, scheduler};
 
 /// On SIGTERM, how long the controllers may take to finish the reconciles under way; and how long a
 /// term's runtime may take to go down.
@@ -33,6 +34,8 @@ pub struct Writers {
     pub slurm_nodes: Option<NodeCache>,
     pub policies: Arc<Policies>,
     pub tenancy: Arc<Tenancy>,
+    /// What loading each PolicyModule came to (every replica loads them).
+    pub loads: Loads,
     pub metrics: WriterMetrics,
     pub fence: Fence,
 }
@@ -95,7 +98,7 @@ impl Writers {
     fn term(&self) -> BoxFuture<'static, anyhow::Result<()>> {
         let (args, slurm, slurm_nodes) = (self.args.clone(), self.slurm.clone(), self.slurm_nodes.clone());
         let (policies, metrics, fence) = (self.policies.clone(), self.metrics.clone(), self.fence.clone());
-        let tenancy = self.tenancy.clone();
+        let (tenancy, loads) = (self.tenancy.clone(), self.loads.clone());
         async move {
             // Clients made on this term's runtime, so that none of their connections outlives it.
             let client = crate::kube::connect_fenced(args.kubeconfig.as_deref(), fence.clone(), true).await?;
@@ -105,7 +108,8 @@ impl Writers {
             let partitions =
                 if args.scheduler { slurm.partitions().await.context("listing Slurm partitions")? } else { Vec::new() };
             let slurm: Arc<dyn Slurm> = Arc::new(FencedSlurm::new(Arc::new(slurm), fence));
-            let parts = Parts { args, client, evictions, slurm, slurm_nodes, policies, tenancy, metrics, partitions };
+            let parts =
+                Parts { args, client, evictions, slurm, slurm_nodes, policies, tenancy, loads, metrics, partitions };
             parts.run().await
         }
         .boxed()
@@ -153,6 +157,7 @@ struct Parts {
     slurm_nodes: Option<NodeCache>,
     policies: Arc<Policies>,
     tenancy: Arc<Tenancy>,
+    loads: Loads,
     metrics: WriterMetrics,
     partitions: Vec<String>,
 }
@@ -160,11 +165,15 @@ struct Parts {
 impl Parts {
     /// The controllers this host runs, side by side; the first to fail ends the host.
     async fn run(self) -> anyhow::Result<()> {
-        let Parts { args, client, evictions, slurm, slurm_nodes, policies, tenancy, metrics, partitions } = self;
+        let Parts { args, client, evictions, slurm, slurm_nodes, policies, tenancy, loads, metrics, partitions } = self;
         let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);
         // PolicyModules get their status (and Events) from here, so they are the leader's too.
-        let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> =
-            vec![delivery::run(client.clone(), namespace, policies.clone()).map(Ok).boxed()];
+        let report = delivery::report(client.clone(), namespace, policies.clone(), loads.clone());
+        tokio::spawn(report);
+        // No decision before the PolicyModules there at start are loaded: the bundled defaults they
+        // replace are not to decide meanwhile (followers load them too, so a failover rarely waits).
+        loads.initial_load().await;
+        let mut controllers: Vec<BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
         let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
         if let (Some(slurm_nodes), true) = (&slurm_nodes, args.syncer) {
             let config = crate::syncer::Config {

@@ -24,15 +24,17 @@ const BIND: Duration = Duration::from_secs(30);
 const BURST: usize = 50;
 
 /// Starts a host with leader election on this test's Lease, named `identity` as a pod would be
-/// (POD_NAME: its Lease identity and the reporting instance of its Events).
-fn start_candidate(cluster: &mut Cluster, identity: &str) -> anyhow::Result<usize> {
+/// (POD_NAME: its Lease identity and the reporting instance of its Events), with `extra` environment.
+fn start_candidate(cluster: &mut Cluster, identity: &str, extra: &[(&str, &str)]) -> anyhow::Result<usize> {
     let namespace = cluster.namespace.clone();
-    cluster.start_host(&[
+    let mut env = vec![
         ("SUNK_LEADER_ELECTION", "true"),
-        ("SUNK_LEADER_ELECTION_NAMESPACE", &namespace),
+        ("SUNK_LEADER_ELECTION_NAMESPACE", namespace.as_str()),
         ("SUNK_LEADER_ELECTION_LEASE", LEASE),
         ("POD_NAME", identity),
-    ])
+    ];
+    env.extend_from_slice(extra);
+    cluster.start_host(&env)
 }
 
 async fn lease(cluster: &Cluster) -> Option<k8s_openapi::api::coordination::v1::LeaseSpec> {
@@ -77,11 +79,14 @@ async fn wait_ready(cluster: &Cluster, host: usize) -> anyhow::Result<()> {
 }
 
 /// Starts host `a`, waits for it to lead, then host `b` as its ready follower.
-async fn leader_and_follower(cluster: &mut Cluster) -> anyhow::Result<(usize, String, usize, String)> {
+async fn leader_and_follower(
+    cluster: &mut Cluster,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<(usize, String, usize, String)> {
     let (a, b) = (format!("{}-a", cluster.namespace), format!("{}-b", cluster.namespace));
-    let leader = start_candidate(cluster, &a)?;
+    let leader = start_candidate(cluster, &a, extra)?;
     wait_holder(cluster, &a, SystemTime::now(), BIND).await?;
-    let follower = start_candidate(cluster, &b)?;
+    let follower = start_candidate(cluster, &b, extra)?;
     // A follower is ready too: it has read the Lease and could take over.
     wait_ready(cluster, follower).await?;
     wait_ready(cluster, leader).await?;
@@ -94,7 +99,7 @@ async fn leader_and_follower(cluster: &mut Cluster) -> anyhow::Result<(usize, St
 /// A fresh test namespace with a leader that has bound a pod (`before`) and its ready follower.
 async fn leader_at_work(test: &str) -> anyhow::Result<(Cluster, usize, usize, String)> {
     let mut cluster = Cluster::connect(test).await?;
-    let (leader, _, follower, b) = leader_and_follower(&mut cluster).await?;
+    let (leader, _, follower, b) = leader_and_follower(&mut cluster, &[]).await?;
     cluster.create_pod(pod("before", "1", "64Mi")).await?;
     cluster.wait_pod("before", "the leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
     Ok((cluster, leader, follower, b))
@@ -119,7 +124,7 @@ async fn events(cluster: &Cluster) -> anyhow::Result<Vec<(String, String, System
 #[tokio::test]
 async fn a_killed_leader_is_replaced_within_15s_and_every_pod_keeps_exactly_one_job() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("ha-kill").await?;
-    let (leader, a, follower, b) = leader_and_follower(&mut cluster).await?;
+    let (leader, a, follower, b) = leader_and_follower(&mut cluster, &[]).await?;
 
     let name = |i: usize| format!("burst-{i:02}");
     for i in 0..BURST / 2 {
@@ -265,6 +270,40 @@ async fn a_leader_whose_lease_is_taken_steps_down_at_once_and_stands_again_witho
     Ok(())
 }
 
+/// A follower loads the PolicyModules too: the first pod the new leader maps after the leader is
+/// killed is mapped by the uploaded job-mapper (team-accounts: comment `team=ml`), never by the
+/// bundled default. Before followers loaded them, the new leader started scheduling on the defaults.
+#[tokio::test]
+async fn a_follower_loads_the_policy_modules_so_a_failover_never_starts_on_the_defaults() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("ha-policies").await?;
+    let tenancy = cluster.grant(serde_json::json!({"accounts": ["gpu-ml"], "qos": ["high"]}))?;
+    let (leader, _, follower, b) = leader_and_follower(&mut cluster, &[("SUNK_TENANCY", &tenancy)]).await?;
+    cluster.push_example_policy("team-accounts")?;
+    let cluster_ref = &cluster;
+    wait_for("the follower to load the pushed job-mapper", BIND, || async move {
+        let metrics = cluster_ref.metrics(follower).await.ok()?;
+        let live = |line: &&str| {
+            line.starts_with("sunk_policy_reloads_total{")
+                && line.contains("decision=\"job-mapper\"")
+                && line.contains("result=\"live\"")
+                && !line.ends_with(" 0")
+        };
+        metrics.lines().any(|line| live(&line)).then_some(())
+    })
+    .await?;
+    let killed = SystemTime::now();
+    cluster.kill_host(leader)?;
+    let mut first = pod("first", "1", "64Mi");
+    first["metadata"]["labels"] = serde_json::json!({"team": "ml"});
+    let uid = cluster.create_pod(first).await?.metadata.uid.unwrap_or_default();
+    wait_holder(&cluster, &b, killed, TAKEOVER + Duration::from_secs(10)).await?;
+    cluster.wait_pod("first", "the new leader to bind the pod", BIND, |pod| node_name(pod).is_some()).await?;
+    let jobs = cluster.jobs_of(&uid).await?;
+    let job = jobs.first().expect("the bound pod's job");
+    assert_eq!((job.comment.as_str(), job.account.as_str()), ("team=ml", "gpu-ml"), "mapped by team-accounts");
+    Ok(())
+}
+
 /// Two hosts with leader election (the chart's default: two replicas behind a Lease) ride out
 /// restarts of the API server, slurmctld and slurmrestd: neither exits, and every pod is bound once the
 /// restarted part answers again, with exactly one live job (how long that took is printed).
@@ -274,7 +313,7 @@ async fn a_leader_whose_lease_is_taken_steps_down_at_once_and_stands_again_witho
 #[ignore = "restarts the cluster's control plane: scripts/test.sh runs it after every other test"]
 async fn the_hosts_ride_out_restarts_of_the_api_server_slurmctld_and_slurmrestd() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("ha-restarts").await?;
-    let (a_host, _, b_host, _) = leader_and_follower(&mut cluster).await?;
+    let (a_host, _, b_host, _) = leader_and_follower(&mut cluster, &[]).await?;
     for (component, bound) in sunk_e2e::ride_out_restarts(&cluster).await? {
         eprintln!("{component} restarted: every pod bound {bound:?} after it answered");
     }
