@@ -64,6 +64,17 @@ pub const DRAIN_ANNOTATION: &str = "sunk.dev/drain";
 pub const LEGACY_DRAIN_ANNOTATION: &str = "sunk.coreweave.com/drain";
 /// Pod annotation: the cause the Syncer drained the Slurm node for (its own memory, not a mirror).
 pub const DRAINED_FOR_ANNOTATION: &str = "sunk.dev/drained-for";
+/// The slurmd pod annotations the host keeps itself, which no drain policy may write: its memory of
+/// why it drained, the NodeSet controller's drain and slurmd configuration, and the mirror of Slurm's
+/// drain reason.
+pub const HOST_OWNED_ANNOTATIONS: &[&str] = &[
+    DRAINED_FOR_ANNOTATION,
+    DRAIN_ANNOTATION,
+    LEGACY_DRAIN_ANNOTATION,
+    CONF_ANNOTATION,
+    DRAIN_SINCE_ANNOTATION,
+    DRAIN_REASON_ANNOTATION,
+];
 /// Prefix of the pod conditions mirroring Slurm state flags (`SlurmNodeDrain`, ...).
 pub const POD_CONDITION_PREFIX: &str = "SlurmNode";
 /// Node conditions, each True when the Slurm node has the flag.

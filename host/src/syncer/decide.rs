@@ -7,7 +7,7 @@
 
 use crate::policy::{DrainDecision, KeyValue, NodeAction, NodeEvent, PolicyError};
 use crate::slurm;
-use crate::vocabulary::{is_owned_drain, owned_drain};
+use crate::vocabulary::{HOST_OWNED_ANNOTATIONS, is_owned_drain, owned_drain};
 
 use super::causes::Cause;
 
@@ -33,6 +33,8 @@ pub enum Action {
 pub struct Decided {
     pub action: Action,
     pub annotations: Vec<KeyValue>,
+    /// Keys the policy asked to write that are the host's own ([`HOST_OWNED_ANNOTATIONS`]): not written.
+    pub refused_annotations: Vec<String>,
 }
 
 pub struct DecideInput<'a> {
@@ -48,8 +50,19 @@ pub struct DecideInput<'a> {
 
 pub fn decide(
     input: &DecideInput,
-    mut ask: impl FnMut(&NodeEvent) -> Result<DrainDecision, PolicyError>,
+    ask: impl FnMut(&NodeEvent) -> Result<DrainDecision, PolicyError>,
 ) -> Result<Decided, PolicyError> {
+    let (action, asked) = decide_action(input, ask)?;
+    let (annotations, refused): (Vec<KeyValue>, Vec<KeyValue>) =
+        asked.into_iter().partition(|kv| !HOST_OWNED_ANNOTATIONS.contains(&kv.key.as_str()));
+    Ok(Decided { action, annotations, refused_annotations: refused.into_iter().map(|kv| kv.key).collect() })
+}
+
+/// The action, and every annotation the policy asked for.
+fn decide_action(
+    input: &DecideInput,
+    mut ask: impl FnMut(&NodeEvent) -> Result<DrainDecision, PolicyError>,
+) -> Result<(Action, Vec<KeyValue>), PolicyError> {
     let mut annotations = Vec::new();
     let mut wanted: Option<(String, &Cause)> = None;
     for cause in input.causes {
@@ -62,7 +75,7 @@ pub fn decide(
     let flags = input.slurm.flags();
     let drained = flags.is_draining();
     let reason = input.slurm.reason.as_str();
-    let nothing = |annotations| Ok(Decided { action: Action::Nothing, annotations });
+    let nothing = |annotations| Ok((Action::Nothing, annotations));
     if input.nodeset_owned || (drained && !is_owned_drain(reason)) {
         return nothing(annotations);
     }
@@ -89,7 +102,7 @@ pub fn decide(
             None => Action::Resume { cause: None },
         },
     };
-    Ok(Decided { action, annotations })
+    Ok((action, annotations))
 }
 
 #[cfg(test)]

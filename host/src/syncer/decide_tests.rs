@@ -95,3 +95,23 @@ fn a_policy_failure_decides_nothing() {
     };
     assert!(decide(&input, |_| Err(PolicyError::Timeout)).is_err());
 }
+
+#[test]
+fn a_drain_policy_never_writes_the_hosts_own_annotations() {
+    let writes_everything = |_: &NodeEvent| {
+        let annotations = ["sunk.dev/slurm-reason", "sunk.dev/drained-for", "sunk.dev/drain", "sunk.dev/slurmd-conf"]
+            .map(|key| KeyValue { key: key.into(), value: "x".into() });
+        Ok(DrainDecision { action: NodeAction::Keep, annotations: annotations.into() })
+    };
+    let input = DecideInput {
+        causes: &[cordon()],
+        slurm: &node(&["IDLE"], ""),
+        drained_for: None,
+        cleared: None,
+        nodeset_owned: false,
+    };
+    let decided = decide(&input, writes_everything).unwrap();
+    let written: Vec<&str> = decided.annotations.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(written, ["sunk.dev/slurm-reason"]);
+    assert_eq!(decided.refused_annotations, ["sunk.dev/drained-for", "sunk.dev/drain", "sunk.dev/slurmd-conf"]);
+}

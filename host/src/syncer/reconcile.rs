@@ -51,6 +51,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     ctx.metrics.observe_view_age(snapshot.confirmed_at);
 
     let decided = decide_for(&ctx, &node, &pod, slurm_node)?;
+    if !decided.refused_annotations.is_empty() {
+        let keys = decided.refused_annotations.join(",");
+        tracing::warn!(node = %node.name_any(), %keys, "the drain policy asked to write annotations the host keeps; not written");
+    }
     let mut annotations: BTreeMap<String, Option<String>> =
         mirror::pod_annotations(slurm_node).into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
     apply(&ctx, &node, slurm_node, &decided.action, &mut annotations).await?;
