@@ -27,9 +27,12 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         // The local cluster's own Slurm, and the scheduler name the test pods use.
         "--set",
         &format!("scheduler.name={SCHEDULER}"),
-        // The local cluster's NodeSet has a keeper already; a second one would roll its pods.
+        // The local cluster's NodeSet has a keeper already; a second one would roll its pods. Its
+        // namespace is where the scheduler believes slurmd pods.
         "--set",
         "nodesetController.enabled=false",
+        "--set",
+        "nodesetController.namespace=slurm",
         // One replica without leader election (the chart's Slurm test runs the default: two replicas
         // behind a Lease).
         "--set",
