@@ -6,14 +6,35 @@
 
 b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
 
+# hmac_sha256 KEYFILE: the HMAC-SHA256 of stdin under the key in KEYFILE, raw. The key is read by
+# redirection and padded with bash builtins, so it is on no command line (where `ps` would show it);
+# openssl only hashes.
+hmac_sha256() {
+  local key ipad="" opad="" i byte escape
+  if (($(stat -c %s "$1") > 64)); then
+    key=$(openssl dgst -sha256 -binary <"$1" | od -An -v -tx1 | tr -d ' \n')
+  else
+    key=$(od -An -v -tx1 <"$1" | tr -d ' \n')
+  fi
+  while ((${#key} < 128)); do key+=00; done
+  for ((i = 0; i < 128; i += 2)); do
+    byte=$((16#${key:i:2}))
+    printf -v escape '\\x%02x' $((byte ^ 0x36))
+    ipad+=$escape
+    printf -v escape '\\x%02x' $((byte ^ 0x5c))
+    opad+=$escape
+  done
+  # shellcheck disable=SC2059 # the pads are escapes printf must expand
+  { printf "$opad"; { printf "$ipad"; cat; } | openssl dgst -sha256 -binary; } | openssl dgst -sha256 -binary
+}
+
 # jwt USER: an HS256 token for USER, valid for five minutes.
 jwt() {
-  local now header payload key sig
+  local now header payload sig
   now=$(date +%s)
   header=$(printf '{"alg":"HS256","typ":"JWT"}' | b64url)
   payload=$(printf '{"iat":%d,"exp":%d,"sun":"%s"}' "$now" $((now + 300)) "$1" | b64url)
-  key=$(od -An -v -tx1 "$JWT_KEY" | tr -d ' \n')
-  sig=$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$key" -binary | b64url)
+  sig=$(printf '%s.%s' "$header" "$payload" | hmac_sha256 "$JWT_KEY" | b64url)
   printf '%s.%s.%s' "$header" "$payload" "$sig"
 }
 

@@ -89,6 +89,8 @@ pub fn build(
 
     let mut spec = template.spec.unwrap_or_default();
     spec.node_name = Some(placement.kube_node.into());
+    // Slurm jobs run in the slurmd container: no API token for them unless the template asks for one.
+    spec.automount_service_account_token.get_or_insert(false);
     spec.tolerations = Some(selection.tolerations().to_vec());
     let secret = settings.slurm_key_secret.clone().unwrap_or_else(|| cluster.slurm_key_secret.clone());
     let key_mounted = if let Some(slurmd) = slurmd_container_mut(&mut spec) {

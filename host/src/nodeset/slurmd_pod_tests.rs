@@ -113,3 +113,12 @@ fn the_revision_follows_what_shapes_pods_only() {
     assert_ne!(revision(&base, &cluster()), revision(&more_features, &cluster()));
     assert_eq!(revision(&base, &cluster()).len(), 10);
 }
+
+#[test]
+fn a_slurmd_pod_gets_no_api_token_unless_its_template_asks_for_one() {
+    let spec = build_for(&nodeset(simple())).spec.unwrap();
+    assert_eq!(spec.automount_service_account_token, Some(false), "Slurm jobs run in this pod");
+    let asking =
+        serde_json::json!({"spec": {"automountServiceAccountToken": true, "containers": [{"name": "slurmd"}]}});
+    assert_eq!(build_for(&nodeset(asking)).spec.unwrap().automount_service_account_token, Some(true));
+}

@@ -14,6 +14,10 @@ const CHART: &str = "charts/sunk";
 #[tokio::test]
 async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyhow::Result<()> {
     let cluster = Cluster::connect("chart").await?;
+    // The host's pods pass the `restricted` Pod Security Standard: the API server refuses them otherwise.
+    let restricted = "pod-security.kubernetes.io/enforce=restricted";
+    let labelled = sunk_e2e::kubectl(&["label", "namespace", &cluster.namespace, restricted]).output()?;
+    anyhow::ensure!(labelled.status.success(), "{}", String::from_utf8_lossy(&labelled.stderr));
     cluster.create_jwt_key_secret("slurm-jwt-key").await?;
     let release = format!("sunk-{}", cluster.namespace);
     cluster.helm(&[

@@ -3,6 +3,7 @@
 
 mod bursts;
 mod chart;
+mod chart_rbac;
 mod chart_slurm;
 mod fast_path;
 mod gang;
