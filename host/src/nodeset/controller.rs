@@ -53,7 +53,12 @@ pub async fn run(
     let node_changes = selection_changes(node_events.default_backoff());
     let (pod_store, pod_writer) = reflector::store();
     let slurmd_pods = watcher::Config::default().labels(NODESET_LABEL);
-    let pod_events = reflector(pod_writer, watcher(Api::<Pod>::all(client.clone()), slurmd_pods));
+    // The NodeSets' own namespace only, when there is one: the chart grants pods there and no further.
+    let pods = match &config.namespace {
+        Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
+        None => Api::<Pod>::all(client.clone()),
+    };
+    let pod_events = reflector(pod_writer, watcher(pods, slurmd_pods));
 
     let controller = Controller::new(nodesets, watcher::Config::default());
     let nodeset_store = controller.store();
