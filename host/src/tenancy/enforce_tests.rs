@@ -2,39 +2,19 @@
 //! grant lets through.
 
 use super::*;
-use crate::policy::KeyValue;
+use crate::policy::{JobMapperWorld, KeyValue, World};
 use crate::tenancy::grant::{NOBODY, Tenancy};
 
+/// The job-mapper world's first sample pod, in namespace `ml`, with these annotations and class.
 fn pod(annotations: &[(&str, &str)], priority: Option<i32>) -> Pod {
-    Pod {
-        namespace: "ml".into(),
-        name: "train-0".into(),
-        uid: "0b5e".into(),
-        labels: vec![],
-        annotations: annotations
-            .iter()
-            .map(|(key, value)| KeyValue { key: (*key).into(), value: (*value).into() })
-            .collect(),
-        cpu_request_millis: 1000,
-        memory_request_bytes: 1 << 30,
-        cpu_limit_millis: 0,
-        memory_limit_bytes: 0,
-        gpus: 0,
-        node_selector: vec![],
-        required_node_affinity: vec![],
-        tolerations: vec![],
-        priority,
-        termination_grace_seconds: 30,
-    }
+    let sample = JobMapperWorld::samples().remove(0).pod;
+    let annotations = annotations.iter().map(|(key, value)| KeyValue { key: (*key).into(), value: (*value).into() });
+    Pod { namespace: "ml".into(), annotations: annotations.collect(), priority, ..sample }
 }
 
+/// A cluster whose operator set a default account (`k8s`) and whose default partition is `batch`.
 fn cluster() -> Cluster {
-    Cluster {
-        partitions: vec!["batch".into(), "gpu".into()],
-        default_partition: Some("batch".into()),
-        default_account: Some("k8s".into()),
-        kill_wait_seconds: 60,
-    }
+    Cluster { default_account: Some("k8s".into()), ..JobMapperWorld::samples().remove(0).cluster }
 }
 
 fn request(fields: serde_json::Value) -> JobRequest {

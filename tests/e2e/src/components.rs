@@ -41,7 +41,11 @@ pub struct Frozen(i32);
 impl Frozen {
     /// Freezes the component tests/cluster started under this name (`slurmrestd`, `kubelet-kube-node-1`).
     pub fn component(name: &str) -> anyhow::Result<Self> {
-        let pid = pid_of(name)?;
+        Self::process(pid_of(name)?)
+    }
+
+    /// Freezes the process `pid` (a host a test started, say).
+    pub fn process(pid: i32) -> anyhow::Result<Self> {
         signal(pid, "STOP")?;
         Ok(Frozen(pid))
     }

@@ -48,7 +48,13 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
         "120s",
     ])?;
 
-    cluster.create_pod(pod("rbac", "1", "256Mi")).await?;
+    // A user's pod in that namespace must pass `restricted` too.
+    let mut rbac = pod("rbac", "1", "256Mi");
+    rbac["spec"]["securityContext"] =
+        serde_json::json!({"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}});
+    rbac["spec"]["containers"][0]["securityContext"] =
+        serde_json::json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
+    cluster.create_pod(rbac).await?;
     let bound = cluster
         .wait_pod("rbac", "the pod to be bound by the host running in the chart's pod", Duration::from_secs(60), |p| {
             node_name(p).is_some()

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use sunk::leader::RENEW_BEFORE_EXPIRY;
 use sunk::slurm::{Job, JobState};
-use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, wait_for};
+use sunk_e2e::{Cluster, Frozen, node_name, pod, scheduled_condition, wait_for};
 
 const LEASE: &str = "sunk-host";
 /// The bound on a takeover after the leader is killed.
@@ -267,6 +267,41 @@ async fn a_leader_whose_lease_is_taken_steps_down_at_once_and_stands_again_witho
     assert_eq!(leader_gauge(&cluster, leading.0, leading.1).await?, "1");
     assert_eq!(leader_gauge(&cluster, following.0, following.1).await?, "0");
     assert_eq!(cluster.host_exited(leader), None);
+    Ok(())
+}
+
+/// A leader frozen past its Lease (SIGSTOP: a stalled node, a throttled container) writes nothing once
+/// it thaws: the follower took the Lease meanwhile and binds the pods created while the leader was
+/// frozen; the thawed host's fence is shut, it reports `sunk_leader` 0, and no Event of it is dated
+/// after the thaw; every pod keeps exactly one live job.
+#[tokio::test]
+async fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() -> anyhow::Result<()> {
+    let (mut cluster, leader, _follower, b) = leader_at_work("ha-frozen").await?;
+    let a = format!("{}-a", cluster.namespace);
+    let pid = i32::try_from(cluster.host_pid(leader))?;
+    let frozen_at = SystemTime::now();
+    let frozen = Frozen::process(pid)?;
+    wait_holder(&cluster, &b, frozen_at, TAKEOVER + Duration::from_secs(10)).await?;
+    cluster.create_pod(pod("while-frozen", "1", "64Mi")).await?;
+    cluster.wait_pod("while-frozen", "the new leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
+    let thawed = SystemTime::now();
+    drop(frozen);
+    let cluster_ref = &cluster;
+    wait_for("the thawed host to report it does not lead", BIND, || async {
+        (leader_gauge(cluster_ref, leader, &a).await.ok()? == "0").then_some(())
+    })
+    .await?;
+    cluster.create_pod(pod("after-thaw", "1", "64Mi")).await?;
+    cluster.wait_pod("after-thaw", "the leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
+    for (reason, instance, time, object) in events(&cluster).await? {
+        assert!(instance != a || time < thawed, "the thawed host wrote {reason} on {object}");
+    }
+    for name in ["before", "while-frozen", "after-thaw"] {
+        let uid = cluster.pods().get(name).await?.metadata.uid.unwrap_or_default();
+        let live = cluster.jobs_of(&uid).await?.into_iter().filter(|job| job.state() != JobState::Ended).count();
+        assert_eq!(live, 1, "{name} has one live job");
+    }
+    assert_eq!(cluster.host_exited(leader), None, "stepping down is not exiting");
     Ok(())
 }
 
