@@ -4,12 +4,13 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::deadline::{DeadlineLayer, REQUEST_DEADLINE};
 use crate::leader::{Fence, fence_layer};
 
 /// A client from an explicit kubeconfig file, or else the usual inference
 /// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
 pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    Client::try_from(config(kubeconfig).await?).context("building the Kubernetes client")
+    build(config(kubeconfig).await?)
 }
 
 /// A client that takes "429 Too Many Requests" for an answer instead of retrying it for minutes: an
@@ -17,7 +18,13 @@ pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
 pub async fn connect_without_retries(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
     let mut config = config(kubeconfig).await?;
     config.default_retry = false;
-    Client::try_from(config).context("building the Kubernetes client")
+    build(config)
+}
+
+/// Every client's requests but watches carry [`REQUEST_DEADLINE`].
+fn build(config: Config) -> anyhow::Result<Client> {
+    let builder = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    Ok(builder.with_layer(&DeadlineLayer(REQUEST_DEADLINE)).build())
 }
 
 /// The writers' client: while `fence` is closed every request but a read is refused, before it
@@ -26,7 +33,7 @@ pub async fn connect_fenced(kubeconfig: Option<&Path>, fence: Fence, retries: bo
     let mut config = config(kubeconfig).await?;
     config.default_retry = retries;
     let builder = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
-    Ok(builder.with_layer(&fence_layer(fence)).build())
+    Ok(builder.with_layer(&fence_layer(fence)).with_layer(&DeadlineLayer(REQUEST_DEADLINE)).build())
 }
 
 async fn config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {

@@ -2,6 +2,7 @@
 //! writes a scheduler makes to a pod (binding, the PodScheduled condition, events, deletion).
 
 mod connect;
+mod deadline;
 mod events;
 #[cfg(test)]
 pub(crate) mod fake_api;
