@@ -15,16 +15,13 @@ pub const NOBODY: u32 = 65534;
 
 /// The whole tenancy document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Tenancy {
     /// SUNK's behaviour before grants: every annotation honoured, placeholders run as whoever the
     /// job-mapper says (the host's own Slurm user when it says nobody). For migrations only.
-    #[serde(default)]
     pub trust_annotations: bool,
     /// The grant of every namespace no entry of `grants` names.
-    #[serde(default)]
     pub default: Grant,
-    #[serde(default)]
     pub grants: Vec<NamespaceGrant>,
 }
 
@@ -37,44 +34,29 @@ pub struct NamespaceGrant {
     pub grant: Grant,
 }
 
-/// What one namespace's pods may get in Slurm.
+/// What one namespace's pods may get in Slurm; a field a grant does not name is [`Grant::default`]'s.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Grant {
     /// The Slurm user id placeholders run as unless a pod names another in `user_ids`.
-    #[serde(default = "nobody")]
     pub user: u32,
     /// The Slurm group id placeholders run as unless a pod names another in `group_ids`.
-    #[serde(default = "nobody")]
     pub group: u32,
     /// The user ids a pod may name (`sunk.dev/user-id`); none unless granted.
-    #[serde(default)]
     pub user_ids: Option<IdRange>,
     /// The group ids a pod may name (`sunk.dev/group-id`); none unless granted.
-    #[serde(default)]
     pub group_ids: Option<IdRange>,
-    #[serde(default)]
     pub accounts: BTreeSet<String>,
-    #[serde(default)]
     pub partitions: BTreeSet<String>,
-    #[serde(default)]
     pub qos: BTreeSet<String>,
-    #[serde(default)]
     pub reservations: BTreeSet<String>,
     /// The highest Slurm priority a placeholder may carry, and the highest rank a pod preempts with;
     /// 0 leaves every placeholder's priority to Slurm and lets none preempt.
-    #[serde(default)]
     pub max_priority: u32,
     /// Whether `sunk.dev/required-nodes` is honoured.
-    #[serde(default)]
     pub required_nodes: bool,
     /// Whether `sunk.dev/current-working-dir` is honoured.
-    #[serde(default)]
     pub working_directory: bool,
-}
-
-fn nobody() -> u32 {
-    NOBODY
 }
 
 impl Default for Grant {
@@ -203,6 +185,8 @@ mod tests {
         assert_eq!(ml.user_ids, Some(IdRange { first: 1000, last: 1999 }));
         assert!(ml.accounts.contains("ml") && ml.required_nodes);
         assert_eq!(tenancy.grant_for("web").user, 2000);
+        let bare = Tenancy::parse(r#"{"grants": [{"namespaces": ["ml"]}]}"#, "t.json").expect("parses");
+        assert_eq!(bare.grant_for("ml"), &Grant::default(), "what a grant does not name is the default's");
     }
 
     #[test]
