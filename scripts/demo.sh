@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything, brings up the local cluster (real kubelets and containers), installs the host
 # with the chart (the bundled policy), creates the example pods and shows each running pod's Node
-# next to its Slurm job.
+# next to its Slurm job; then installs the whole cluster a user gets (its own Slurm, accounting, a
+# login node) and logs in to it as a user (demo-whole-cluster.sh).
 # The cluster stays up afterwards; tests/cluster/down.sh stops it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -76,6 +77,8 @@ kubectl uncordon kube-node-2 >/dev/null
 for _ in $(seq 100); do drained || break; sleep 0.2; done
 drained && die "uncordoning kube-node-2 did not resume its Slurm node within 20 s"
 echo "  uncordoned: Slurm node kube-node-2 is $(chroot "$SLURM_ROOT" sinfo -h -N -n kube-node-2 -o %T | sort -u) again"
+echo
+"$here/demo-whole-cluster.sh"
 echo
 log "demo running. KUBECONFIG=$KUBECONFIG; stop everything with tests/cluster/down.sh"
 log "hot-reload a policy: target/debug/sunk policy build examples/policies/team-accounts -o team-accounts.wasm"

@@ -14,7 +14,9 @@ log "links in README.md and docs/"
 log "cargo clippy"
 cargo clippy -q --workspace --all-targets -- -D warnings
 log "unit tests"
-cargo test -q --workspace --exclude sunk-e2e
+# Property tests draw their cases from a fixed seed here, so that the suite is deterministic; a plain
+# `cargo test` draws new ones (and keeps any failure in proptest-regressions/).
+PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261127} cargo test -q --workspace --exclude sunk-e2e
 log "the decision benchmark, once, as a check (sandboxed and native job-mapper agree)"
 cargo test -q -p sunk --bench decision
 log "building the host (the local cluster packages it as the sunk image)"
@@ -26,6 +28,10 @@ log "example policies: build, check and test against their cases"
 keep_logs_of_a_failure() {
   local status=$?
   if ((status != 0)) && [[ -d $SUNK_STATE/logs ]]; then
+    local failed
+    failed=$(sed -n 's/^---- \(.*\) stdout ----$/\1/p' "$SUNK_STATE/logs/e2e-output.txt" 2>/dev/null)
+    # shellcheck disable=SC2086 # one test name per word
+    "$SUNK_ROOT/tests/cluster/diagnose.sh" $failed || true
     rm -rf "$SUNK_CACHE/failed-run-logs" && cp -r "$SUNK_STATE/logs" "$SUNK_CACHE/failed-run-logs" || true
     log "failed (exit $status): the cluster's logs are kept in $SUNK_CACHE/failed-run-logs"
   fi
@@ -35,7 +41,7 @@ trap keep_logs_of_a_failure EXIT
 [[ -n ${SUNK_KEEP_CLUSTER:-} ]] && trap - EXIT
 "$SUNK_ROOT/tests/cluster/up.sh"
 log "end-to-end tests"
-cargo test -q -p sunk-e2e -- --test-threads=1
+cargo test -q -p sunk-e2e -- --test-threads=1 2>&1 | tee "$SUNK_STATE/logs/e2e-output.txt"
 log "end-to-end: restarts of the API server, slurmctld and slurmrestd (last: nothing after needs the cluster)"
-cargo test -q -p sunk-e2e -- --ignored --test-threads=1
+cargo test -q -p sunk-e2e -- --ignored --test-threads=1 2>&1 | tee -a "$SUNK_STATE/logs/e2e-output.txt"
 log "all tests passed"

@@ -96,7 +96,8 @@ if [[ $want == all ]]; then
   [[ $SLURM_BASE_IMAGE == "$DEBIAN_IMAGE" ]] || import_base "$SLURM_SUITE" "$SLURM_BASE_IMAGE"
   build pause "$PAUSE_IMAGE" "$images/pause" "$images/pause/Containerfile"
   build busybox "$BUSYBOX_IMAGE" "$images/busybox" "$images/busybox/Containerfile"
-  for daemon in slurmd slurmctld slurmrestd; do
+  build mariadb "$MARIADB_IMAGE" "$images/mariadb" "$images/mariadb/Containerfile"
+  for daemon in slurmd slurmctld slurmrestd slurmdbd login; do
     build "slurm-$SLURM_VERSION/$daemon" "$SLURM_IMAGE_REPO/$daemon:$SLURM_VERSION" "$images/slurm" \
       "$images/slurm/Containerfile" "$daemon" "$SLURM_BASE_IMAGE"
   done

@@ -49,6 +49,7 @@ slurm_roots() { compgen -G "$SUNK_CACHE/slurm-root-*" || true; }
 SLURM_IMAGE_REPO=localhost/sunk
 PAUSE_IMAGE=localhost/sunk/pause:3.10
 BUSYBOX_IMAGE=localhost/sunk/busybox:1.37
+MARIADB_IMAGE=localhost/sunk/mariadb:11.8
 SUNK_IMAGE=localhost/sunk/sunk:dev
 
 # The cluster's own network, never routed off the machine: one bridge carries every pod of every

@@ -33,9 +33,27 @@ app.kubernetes.io/component: {{ .component }}
 {{- $namespaces | uniq | join "," -}}
 {{- end }}
 
+{{/* Non-empty when a tenancy grant selects namespaces by label. */}}
+{{- define "sunk.selectsNamespacesByLabel" -}}
+{{- range .Values.tenancy.grants }}{{ if .namespaceSelector }}yes{{ end }}{{ end -}}
+{{- end }}
+
 {{/* The chart's own Slurm: Service names (the slurmctld Service name is also slurmctld's host name). */}}
 {{- define "sunk.slurmctld" -}}{{ include "sunk.fullname" . }}-slurmctld{{- end }}
 {{- define "sunk.slurmrestd" -}}{{ include "sunk.fullname" . }}-slurmrestd{{- end }}
+{{- define "sunk.slurmdbd" -}}{{ include "sunk.fullname" . }}-slurmdbd{{- end }}
+{{- define "sunk.mariadb" -}}{{ include "sunk.fullname" . }}-mariadb{{- end }}
+{{- define "sunk.login" -}}{{ include "sunk.fullname" . }}-login{{- end }}
+{{- define "sunk.homeClaim" -}}
+{{- .Values.slurmCluster.home.existingClaim | default (printf "%s-home" (include "sunk.fullname" .)) }}
+{{- end }}
+{{/* The database slurmdbd keeps accounts in: an external one, or the chart's MariaDB. */}}
+{{- define "sunk.databaseHost" -}}
+{{- .Values.slurmCluster.accounting.database.host | default (include "sunk.mariadb" .) }}
+{{- end }}
+{{- define "sunk.databasePasswordSecret" -}}
+{{- .Values.slurmCluster.accounting.database.passwordSecret | default (printf "%s-database" (include "sunk.fullname" .)) }}
+{{- end }}
 {{- define "sunk.svcDomain" -}}{{ .Release.Namespace }}.svc.{{ .Values.slurmCluster.clusterDomain }}{{- end }}
 {{- define "sunk.clusterName" -}}
 {{- .Values.slurmCluster.clusterName | default .Release.Name | lower | trunc 40 -}}
@@ -70,10 +88,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- if or (eq $mode "true") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end }}
 {{- end }}
 
-{{/* A Secret's data: kept from the live object across upgrades, else a random 64-byte key. */}}
+{{/* A Secret's data: kept from the live object across upgrades, else a new random 64-byte key or,
+with `"ssh" true`, a new ECDSA P-256 key in PEM, which sshd and ssh read (users never see "host key
+changed" after an upgrade). */}}
 {{- define "sunk.keyData" -}}
 {{- $existing := lookup "v1" "Secret" .root.Release.Namespace .name }}
-{{- if and $existing $existing.data (index $existing.data .key) }}{{ index $existing.data .key }}{{ else }}{{ randAscii 64 | b64enc }}{{ end }}
+{{- if and $existing $existing.data (index $existing.data .key) }}{{ index $existing.data .key }}
+{{- else if .ssh }}{{ genPrivateKey "ecdsa" | b64enc }}
+{{- else }}{{ randAscii 64 | b64enc }}{{ end }}
 {{- end }}
 
 {{/* The Slurm configuration files slurmctld, slurmrestd and the test pod read, as one projected volume. */}}

@@ -45,6 +45,8 @@ pub use worlds::{DrainWorld, JobMapperWorld, PreemptionWorld};
 mod abuse_tests;
 #[cfg(test)]
 mod budget_tests;
+#[cfg(test)]
+mod job_mapper_properties;
 
 /// A loaded job-mapper module.
 pub type JobMapper = Module<JobMapperWorld>;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
+use super::decode::decode;
 use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
 use super::version::{self, ApiVersion, OpenApiPaths, SlurmInfo};
@@ -361,64 +361,6 @@ fn already_over(error: &super::ApiMessage) -> bool {
 fn is_over(error_number: i64) -> bool {
     matches!(error_number, 2017 | 2021)
 }
-
-async fn decode<T>(what: &'static str, response: Response) -> Result<T, SlurmError>
-where
-    T: DeserializeOwned + HasEnvelope,
-{
-    let status = response.status();
-    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::NETWORK_AUTHENTICATION_REQUIRED) {
-        return Err(SlurmError::Unauthorized(status.as_u16()));
-    }
-    let body = response.bytes().await?;
-    let parsed: Result<T, _> = serde_json::from_slice(&body);
-    match parsed {
-        Ok(answer) if status.is_success() && answer.envelope().errors.is_empty() => Ok(answer),
-        Ok(answer) => Err(SlurmError::Api { what, status: status.as_u16(), errors: answer.envelope().errors.clone() }),
-        Err(error) => Err(SlurmError::Api {
-            what,
-            status: status.as_u16(),
-            errors: vec![super::ApiMessage {
-                description: format!(
-                    "unreadable answer ({error}): {}",
-                    String::from_utf8_lossy(&body[..body.len().min(200)])
-                ),
-                ..Default::default()
-            }],
-        }),
-    }
-}
-
-trait HasEnvelope {
-    fn envelope(&self) -> &Envelope;
-}
-
-impl HasEnvelope for Envelope {
-    fn envelope(&self) -> &Envelope {
-        self
-    }
-}
-
-/// Every other answer carries the envelope in a field of that name.
-macro_rules! envelope_field {
-    ($($answer:ty),+) => {$(
-        impl HasEnvelope for $answer {
-            fn envelope(&self) -> &Envelope {
-                &self.envelope
-            }
-        }
-    )+};
-}
-
-envelope_field!(
-    OpenApiPaths,
-    PingResponse,
-    SubmitResponse,
-    CancelJobsResponse,
-    JobsResponse,
-    PartitionsResponse,
-    NodesResponse
-);
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,11 @@
 //! Slurm host lists (`gpu-[01-03,7],login1`) expanded into node names.
 
-/// Most names one host list may expand to; beyond it the list is refused rather than filling memory.
+/// Most names one host list may expand to, and most bytes they may take together; beyond either the
+/// list is refused rather than filling memory (`n[1-65536]` after a long prefix is a short list).
 const MAX_NAMES: usize = 65_536;
+const MAX_BYTES: usize = 4 << 20;
+/// The most digits a range bound may have (u64's).
+const MAX_BOUND_DIGITS: usize = 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("host list {list:?}: {problem}")]
@@ -13,14 +17,29 @@ pub struct HostlistError {
 /// The node names of a host list, in order.
 pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
     let error = |problem| HostlistError { list: list.to_owned(), problem };
-    let mut names = Vec::new();
+    let mut names = Names::default();
     for item in split_top_level(list).ok_or_else(|| error("unbalanced brackets"))? {
         expand_item(item, &mut names).map_err(error)?;
-        if names.len() > MAX_NAMES {
-            return Err(error("expands to too many names"));
-        }
     }
-    Ok(names)
+    Ok(names.list)
+}
+
+/// Names expanded so far, held to [`MAX_NAMES`] and [`MAX_BYTES`].
+#[derive(Default)]
+struct Names {
+    list: Vec<String>,
+    bytes: usize,
+}
+
+impl Names {
+    fn push(&mut self, name: String) -> Result<(), &'static str> {
+        self.bytes += name.len();
+        self.list.push(name);
+        if self.list.len() > MAX_NAMES || self.bytes > MAX_BYTES {
+            return Err("expands to too many names");
+        }
+        Ok(())
+    }
 }
 
 /// Splits on the commas outside brackets; None when brackets do not pair up.
@@ -45,22 +64,18 @@ fn split_top_level(list: &str) -> Option<Vec<&str>> {
     })
 }
 
-fn expand_item(item: &str, names: &mut Vec<String>) -> Result<(), &'static str> {
+fn expand_item(item: &str, names: &mut Names) -> Result<(), &'static str> {
     let Some(open) = item.find('[') else {
-        names.push(item.to_owned());
-        return Ok(());
+        return names.push(item.to_owned());
     };
     let close = item[open..].find(']').map(|at| open + at).ok_or("unbalanced brackets")?;
     let (prefix, ranges, rest) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
-    let mut tails = Vec::new();
+    let mut tails = Names::default();
     expand_item(rest, &mut tails)?;
     for range in ranges.split(',') {
         for number in numbers(range)? {
-            for tail in &tails {
-                names.push(format!("{prefix}{number}{tail}"));
-                if names.len() > MAX_NAMES {
-                    return Err("expands to too many names");
-                }
+            for tail in &tails.list {
+                names.push(format!("{prefix}{number}{tail}"))?;
             }
         }
     }
@@ -70,6 +85,10 @@ fn expand_item(item: &str, names: &mut Vec<String>) -> Result<(), &'static str> 
 /// `07-10` -> 07, 08, 09, 10 (the start's zero padding is kept).
 fn numbers(range: &str) -> Result<Vec<String>, &'static str> {
     let (start, end) = range.split_once('-').unwrap_or((range, range));
+    // A bound is a number Slurm prints, a few digits; its width pads every name of the range.
+    if start.len() > MAX_BOUND_DIGITS || end.len() > MAX_BOUND_DIGITS {
+        return Err("a range bound is too long");
+    }
     let width = start.len();
     let parse = |text: &str| text.parse::<u64>().map_err(|_| "a range bound is not a number");
     let (from, to) = (parse(start)?, parse(end)?);
@@ -103,5 +122,9 @@ mod tests {
         assert!(expand("n]").is_err());
         assert!(expand("n[1-99999999]").is_err());
         assert!(expand("n[[1]]").is_err());
+        let long_prefix = format!("{}[1-65536]", "n".repeat(1000));
+        assert!(expand(&long_prefix).is_err(), "64 MB of names from a 1 KB list");
+        let padded = format!("n[{}1-{}9]", "0".repeat(100_000), "0".repeat(100_000));
+        assert!(expand(&padded).is_err(), "nine names of 100 KB each");
     }
 }

@@ -7,6 +7,7 @@
 mod api;
 mod auth;
 mod client;
+mod decode;
 mod error;
 #[cfg(feature = "fake")]
 mod fake;
@@ -21,6 +22,7 @@ mod version;
 pub use api::{JobId, Slurm};
 pub use auth::TokenSigner;
 pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SUBMIT_DEADLINE, SlurmClient};
+pub use decode::{MAX_JOBS_ANSWER_BYTES, MAX_NODES_ANSWER_BYTES, MAX_OTHER_ANSWER_BYTES};
 pub use error::SlurmError;
 #[cfg(feature = "fake")]
 pub use fake::FakeSlurm;

@@ -196,7 +196,7 @@ pub struct Job {
     pub comment: String,
     #[serde(default)]
     pub account: String,
-    #[serde(default)]
+    /// Required: a job without a state would read as ended.
     pub job_state: Vec<String>,
     /// Allocated nodes as a Slurm host list (`slurm-[1-2]`), empty while pending.
     #[serde(default)]
@@ -321,7 +321,11 @@ impl Job {
     }
 }
 
-/// The task ids of Slurm's task string (`0-3,7,9-10`, maybe with a `%limit`); none if it is not one.
+/// The most tasks an array may have: Slurm's largest `MaxArraySize` (4000001) allows ids 0-4000000.
+const MOST_ARRAY_TASKS: usize = 4_000_001;
+
+/// The task ids of Slurm's task string (`0-3,7,9-10`, maybe with a `%limit`); none if it is not one
+/// (nor if it names more tasks than any Slurm array has: `0-4294967295` would fill memory).
 pub fn array_task_ids(tasks: &str) -> Vec<u32> {
     let tasks = tasks.split_once('%').map_or(tasks, |(tasks, _limit)| tasks);
     let mut ids = Vec::new();
@@ -331,7 +335,9 @@ pub fn array_task_ids(tasks: &str) -> Vec<u32> {
             None => part.parse::<u32>().ok().map(|id| (id, id)),
         };
         match range {
-            Some((first, last)) if first <= last => ids.extend(first..=last),
+            Some((first, last)) if first <= last && ((last - first) as usize) < MOST_ARRAY_TASKS - ids.len() => {
+                ids.extend(first..=last)
+            }
             _ => return Vec::new(),
         }
     }
@@ -373,7 +379,7 @@ pub(super) struct SubmitResponse {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct JobsResponse {
-    #[serde(default)]
+    /// Required: a listing without its list is unreadable, never "no jobs".
     pub jobs: Vec<Job>,
     #[serde(default)]
     pub last_update: NoValue,
@@ -414,7 +420,6 @@ pub(super) struct Partition {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct PartitionsResponse {
-    #[serde(default)]
     pub partitions: Vec<Partition>,
     #[serde(flatten)]
     pub envelope: Envelope,
@@ -484,6 +489,9 @@ mod tests {
         assert_eq!(array_task_ids(""), Vec::<u32>::new());
         assert_eq!(array_task_ids("3-1"), Vec::<u32>::new(), "not a range: nothing, never a guess");
         assert_eq!(array_task_ids("x"), Vec::<u32>::new());
+        assert_eq!(array_task_ids("0-4294967295"), Vec::<u32>::new(), "more tasks than any array has");
+        assert_eq!(array_task_ids("0-3999999,4000000").len(), 4_000_001);
+        assert_eq!(array_task_ids("0-3999999,4000000-4000001"), Vec::<u32>::new());
         let pending = Job { array_job_id: NoValue::of(6), array_task_string: "1-3".into(), ..Default::default() };
         assert_eq!(pending.array_tasks(), [1, 2, 3]);
         assert_eq!(Job { array_task_string: "1-3".into(), ..Default::default() }.array_tasks(), Vec::<u32>::new());

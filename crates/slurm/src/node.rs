@@ -157,7 +157,7 @@ impl NodeUpdate {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct NodesResponse {
-    #[serde(default)]
+    /// Required: a listing without its list is unreadable, never "no nodes".
     pub nodes: Vec<Node>,
     #[serde(default)]
     pub last_update: NoValue,

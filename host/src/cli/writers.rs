@@ -105,14 +105,29 @@ impl Writers {
             let evictions = crate::kube::connect_fenced(args.kubeconfig.as_deref(), fence.clone(), false).await?;
             // Read once a term: a partition added later needs a new term (or a restart) before pods
             // may name it.
-            let partitions =
-                if args.scheduler { slurm.partitions().await.context("listing Slurm partitions")? } else { Vec::new() };
+            let partitions = if args.scheduler { partitions(&slurm).await } else { Vec::new() };
             let slurm: Arc<dyn Slurm> = Arc::new(FencedSlurm::new(Arc::new(slurm), fence));
             let parts =
                 Parts { args, client, evictions, slurm, slurm_nodes, policies, tenancy, loads, metrics, partitions };
             parts.run().await
         }
         .boxed()
+    }
+}
+
+/// Slurm's partitions, asked again until slurmrestd answers: the scheduler checks pods against them
+/// and cannot start without. (A slurmrestd whose slurmdbd is still starting answers 502 for a while.)
+async fn partitions(slurm: &SlurmClient) -> Vec<String> {
+    let mut pause = Duration::from_millis(500);
+    loop {
+        match slurm.partitions().await {
+            Ok(partitions) => return partitions,
+            Err(error) => {
+                tracing::warn!(%error, "listing Slurm partitions failed; the scheduler starts once it succeeds");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+        }
     }
 }
 

@@ -8,6 +8,7 @@ mod events;
 pub(crate) mod fake_api;
 #[cfg(test)]
 pub(crate) mod mock_api;
+mod namespaces_watch;
 pub mod node_match;
 mod pod_writer;
 pub mod quantity;
@@ -16,6 +17,7 @@ mod served;
 
 pub use connect::{connect, connect_fenced, connect_without_retries};
 pub use events::EventRecorder;
+pub use namespaces_watch::watch_namespaces;
 pub use pod_writer::PodWriter;
 pub use reconcile_metrics::ReconcileMetrics;
 pub use served::wait_until_served;

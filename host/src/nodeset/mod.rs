@@ -23,6 +23,8 @@ mod resource;
 mod rollout;
 mod selection;
 mod settings;
+#[cfg(test)]
+mod settings_properties;
 mod slurmd_conf;
 mod slurmd_pod;
 mod status;

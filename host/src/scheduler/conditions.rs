@@ -22,6 +22,8 @@ pub enum WaitReason {
     /// The pod asks for more in Slurm than its namespace is granted: its owner (or the operator's
     /// grant) must change.
     NotGranted,
+    /// Which grant the pod's namespace gets depends on its labels, not known yet; retried.
+    GrantUnknown,
     /// The job-mapper policy failed; retried.
     PolicyFailed,
     /// Slurm refused the job at submission.
@@ -48,6 +50,7 @@ impl WaitReason {
             WaitReason::SlurmJobPending => "SlurmJobPending",
             WaitReason::PolicyRejected => "PolicyRejected",
             WaitReason::NotGranted => "NotGranted",
+            WaitReason::GrantUnknown => "GrantUnknown",
             WaitReason::PolicyFailed => "PolicyFailed",
             WaitReason::SlurmRejected => "SlurmRejected",
             WaitReason::SlurmJobFailed => "SlurmJobFailed",
@@ -69,9 +72,10 @@ impl WaitReason {
             | WaitReason::SlurmJobFailed
             | WaitReason::GroupInvalid => AttemptResult::rejected,
             WaitReason::GroupIncomplete | WaitReason::GroupFull => AttemptResult::waiting_for_group,
-            WaitReason::PolicyFailed | WaitReason::SlurmUnreachable | WaitReason::SlurmNodeUnknown => {
-                AttemptResult::error
-            }
+            WaitReason::PolicyFailed
+            | WaitReason::GrantUnknown
+            | WaitReason::SlurmUnreachable
+            | WaitReason::SlurmNodeUnknown => AttemptResult::error,
         }
     }
 }

@@ -8,6 +8,7 @@ mod decide;
 mod exclusions;
 mod fast_path;
 mod gang;
+mod grants;
 mod job_cache;
 mod link;
 mod metrics;
@@ -29,8 +30,9 @@ mod timing;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
@@ -47,6 +49,7 @@ use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
 use crate::slurm::{NodeCache, Slurm, SlurmError};
 use crate::tenancy::Tenancy;
+use grants::Grants;
 use link::Installation;
 use placement::Placement;
 
@@ -91,7 +94,7 @@ pub struct Context {
     pub installation: Installation,
     pub policies: Arc<Policies>,
     /// What each namespace's pods may get in Slurm.
-    pub tenancy: Arc<Tenancy>,
+    pub grants: Grants,
     pub slurmd: SlurmdPods,
     pub placement: Placement,
     pub cluster: policy::Cluster,
@@ -132,7 +135,7 @@ pub enum Error {
 /// The UID of the cluster's `kube-system` namespace: what tells one cluster's installations from
 /// another's on a shared Slurm.
 async fn cluster_uid(client: &Client) -> anyhow::Result<String> {
-    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).get("kube-system").await;
+    let namespace = Api::<Namespace>::all(client.clone()).get("kube-system").await;
     let namespace = namespace
         .map_err(|error| anyhow::anyhow!("reading namespace kube-system (who this installation is): {error}"))?;
     namespace.metadata.uid.ok_or_else(|| anyhow::anyhow!("namespace kube-system has no UID"))
@@ -173,12 +176,7 @@ pub async fn run(
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
     let (pods, pods_writer) = reflector::store();
-    let scope = config.scope.clone();
-    let in_scope = watcher(config.scope.pods(client.clone()), ours)
-        .default_backoff()
-        .try_filter(move |event| std::future::ready(scope.admits(event)))
-        .reflect(pods_writer)
-        .applied_objects();
+    let in_scope = config.scope.watch_pods(client.clone(), ours).reflect(pods_writer).applied_objects();
     // A Node tainted or labelled, a slurmd pod or Slurm node come or gone: pending pods look again.
     let controller = Controller::for_stream(in_scope, pods)
         .reconcile_on(changed_rx)
@@ -195,6 +193,7 @@ pub async fn run(
     tokio::spawn(sweep.run(config.poll_interval * 4));
     tokio::spawn(count_pending(controller.store(), config.metrics.clone(), config.poll_interval));
 
+    let grants = Grants::new(config.tenancy.clone(), namespace_labels(&client, &config.tenancy));
     let ctx = Arc::new(Context {
         writer: PodWriter::new(client.clone(), &config.scheduler_name).evicting_with(config.evictions),
         client,
@@ -203,7 +202,7 @@ pub async fn run(
         slurm,
         jobs,
         policies,
-        tenancy: config.tenancy,
+        grants,
         slurmd,
         placement,
         cluster: config.cluster,
@@ -227,6 +226,18 @@ pub async fn run(
         })
         .await;
     Ok(())
+}
+
+/// The namespaces' labels, watched (metadata only) when a grant selects namespaces by them.
+fn namespace_labels(client: &Client, tenancy: &Tenancy) -> Option<grants::NamespaceLabels> {
+    if !tenancy.selects_by_label() {
+        return None;
+    }
+    let (store, writer) = reflector::store();
+    let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
+    let watch = watcher(namespaces, watcher::Config::default());
+    tokio::spawn(reflector(writer, watch).default_backoff().touched_objects().for_each(|_| async {}));
+    Some(store)
 }
 
 /// Keeps the pending-pods gauge at the number of this scheduler's pods not yet bound.

@@ -4,9 +4,12 @@
 
 use std::collections::BTreeSet;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::watcher::Event;
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
 
 /// All namespaces, or a set of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,23 +27,19 @@ impl Scope {
         self.0.as_ref().is_none_or(|set| set.contains(namespace))
     }
 
-    /// The API to watch: one namespace's when the scope is exactly one (so the host needs no
-    /// cluster-wide pod access), otherwise every namespace's (filtered by [`Scope::admits`]).
-    pub fn pods(&self, client: Client) -> Api<Pod> {
-        match self.0.as_ref().map(|set| set.iter().collect::<Vec<_>>()).as_deref() {
-            Some([one]) => Api::namespaced(client, one),
-            _ => Api::all(client),
-        }
-    }
-
-    /// Whether a watch event is for this scope (the list markers always are).
-    pub fn admits(&self, event: &Event<Pod>) -> bool {
-        match event {
-            Event::Apply(pod) | Event::Delete(pod) | Event::InitApply(pod) => {
-                self.contains(&pod.namespace().unwrap_or_default())
-            }
-            Event::Init | Event::InitDone => true,
-        }
+    /// The pods to schedule, as one watch: one namespace's, several namespaces' joined (so the host
+    /// needs pod access only in them, as the chart's RoleBindings grant), or every namespace's.
+    pub fn watch_pods(
+        &self,
+        client: Client,
+        config: watcher::Config,
+    ) -> BoxStream<'static, watcher::Result<Event<Pod>>> {
+        let pods = match &self.0 {
+            None => Api::all(client),
+            Some(set) if set.len() > 1 => return crate::kube::watch_namespaces(client, set, config),
+            Some(set) => Api::namespaced(client, set.first().map(String::as_str).unwrap_or_default()),
+        };
+        watcher::watcher(pods, config).default_backoff().boxed()
     }
 
     pub fn describe(&self) -> String {
@@ -55,15 +54,10 @@ impl Scope {
 mod tests {
     use super::*;
 
-    fn pod(namespace: &str) -> Pod {
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "namespace": namespace}})).unwrap()
-    }
-
     #[test]
     fn an_empty_list_is_every_namespace() {
         let all = Scope::new(&[]);
         assert!(all.contains("anything"));
-        assert!(all.admits(&Event::Apply(pod("x"))));
         assert_eq!(Scope::new(&[" ".into()]), all);
     }
 
@@ -71,9 +65,6 @@ mod tests {
     fn a_list_admits_only_its_namespaces() {
         let scope = Scope::new(&["ml".into(), "batch".into()]);
         assert!(scope.contains("ml") && scope.contains("batch") && !scope.contains("web"));
-        assert!(scope.admits(&Event::InitApply(pod("ml"))));
-        assert!(!scope.admits(&Event::Delete(pod("web"))));
-        assert!(scope.admits(&Event::InitDone));
         assert_eq!(scope.describe(), "batch,ml");
     }
 }

@@ -180,6 +180,8 @@ enum Mapped {
     Rejected(Rejection),
     /// The policy asked for more than the pod's namespace is granted.
     NotGranted(NotGranted),
+    /// Which grant the namespace gets depends on labels not known yet.
+    GrantUnknown,
 }
 
 /// The job request, or what to do when there is none.
@@ -195,6 +197,13 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequ
             refused(WaitReason::PolicyRejected, format!("{}: {}", rejection.field, rejection.message)).await
         }
         Ok(Mapped::NotGranted(beyond)) => refused(WaitReason::NotGranted, beyond.to_string()).await,
+        Ok(Mapped::GrantUnknown) => {
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+            let message = format!("namespace {namespace} is not listed yet: its labels choose its grant");
+            conditions::waiting(ctx, pod, WaitReason::GrantUnknown, &message).await?;
+            // The watch of namespaces lists it in a moment (or keeps failing, and this says so).
+            Ok(ControlFlow::Break(Action::requeue(RETRY)))
+        }
         Err(error) => {
             let message = format!("the job-mapper policy failed: {error}");
             conditions::waiting(ctx, pod, WaitReason::PolicyFailed, &message).await?;
@@ -210,14 +219,14 @@ fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
     let mapping = tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input))?;
     Ok(match mapping {
         Mapping::Reject(rejection) => Mapped::Rejected(rejection),
-        Mapping::Job(request) if ctx.tenancy.trust_annotations => Mapped::Job(Box::new(request)),
-        Mapping::Job(request) => {
-            let grant = ctx.tenancy.grant_for(&input.pod.namespace);
-            match tenancy::enforce(request, &input.pod, &input.cluster, grant) {
+        Mapping::Job(request) if ctx.grants.trust_annotations() => Mapped::Job(Box::new(request)),
+        Mapping::Job(request) => match ctx.grants.of(&input.pod.namespace) {
+            None => Mapped::GrantUnknown,
+            Some(grant) => match tenancy::enforce(request, &input.pod, &input.cluster, grant) {
                 Ok(request) => Mapped::Job(Box::new(request)),
                 Err(beyond) => Mapped::NotGranted(beyond),
-            }
-        }
+            },
+        },
     })
 }
 

@@ -28,7 +28,7 @@ fn granted() -> Grant {
     let text = r#"{"grants": [{"namespaces": ["ml"], "user": 1000, "group": 1000, "userIds": "1000-1999",
         "groupIds": "1000-1999", "accounts": ["ml"], "partitions": ["gpu"], "qos": ["high"],
         "reservations": ["maint"], "maxPriority": 5000, "requiredNodes": true, "workingDirectory": true}]}"#;
-    Tenancy::parse(text, "t.json").expect("parses").grant_for("ml").clone()
+    Tenancy::parse(text, "t.json").expect("parses").grant_for("ml", None).expect("named").clone()
 }
 
 #[test]

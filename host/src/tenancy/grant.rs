@@ -3,8 +3,13 @@
 //! Read from a JSON document the chart renders from its `tenancy` values (`--tenancy`). Everything a
 //! grant does not name is withheld: a fresh installation runs every placeholder as `nobody` and
 //! honours no annotation that asks Slurm for an identity, an account or a rank.
+//!
+//! A grant is for namespaces by name, by label (`namespaceSelector`), or both. A namespace named by a
+//! grant gets that grant; otherwise the first grant, in the document's order, whose selector its
+//! labels match; otherwise `default`. Namespace labels are the cluster administrator's to set, not a
+//! namespace user's (who may edit objects in a namespace, not the namespace).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::Deserialize;
@@ -29,9 +34,80 @@ pub struct Tenancy {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespaceGrant {
+    /// Namespaces by name.
+    #[serde(default)]
     pub namespaces: BTreeSet<String>,
+    /// Namespaces by label.
+    #[serde(default)]
+    pub namespace_selector: Option<NamespaceSelector>,
     #[serde(flatten)]
     pub grant: Grant,
+}
+
+/// Namespaces by label, as a Kubernetes label selector: every `matchLabels` pair and every
+/// requirement of `matchExpressions` must hold.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceSelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<LabelRequirement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelRequirement {
+    pub key: String,
+    pub operator: LabelOperator,
+    #[serde(default)]
+    pub values: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum LabelOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+impl NamespaceSelector {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels.iter().all(|(key, value)| labels.get(key) == Some(value))
+            && self.match_expressions.iter().all(|requirement| requirement.matches(labels))
+    }
+
+    /// Why the selector cannot be used, if it cannot: one that selects every namespace (an empty one,
+    /// most likely a misspelt field) must be the `default` grant instead, and an operator needs the
+    /// values it compares with.
+    fn unusable(&self) -> Option<String> {
+        if self.match_labels.is_empty() && self.match_expressions.is_empty() {
+            return Some("an empty namespaceSelector selects every namespace (that is the default grant)".into());
+        }
+        self.match_expressions.iter().find_map(|requirement| {
+            let (key, operator) = (&requirement.key, requirement.operator);
+            match (operator, requirement.values.is_empty()) {
+                (LabelOperator::In | LabelOperator::NotIn, true) => Some(format!("{key} {operator:?} needs values")),
+                (LabelOperator::Exists | LabelOperator::DoesNotExist, false) => {
+                    Some(format!("{key} {operator:?} takes no values"))
+                }
+                _ => None,
+            }
+        })
+    }
+}
+
+impl LabelRequirement {
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        match self.operator {
+            LabelOperator::In => value.is_some_and(|value| self.values.contains(value)),
+            LabelOperator::NotIn => value.is_none_or(|value| !self.values.contains(value)),
+            LabelOperator::Exists => value.is_some(),
+            LabelOperator::DoesNotExist => value.is_none(),
+        }
+    }
 }
 
 /// What one namespace's pods may get in Slurm; a field a grant does not name is [`Grant::default`]'s.
@@ -128,6 +204,8 @@ pub enum TenancyError {
     Parse { path: String, source: serde_json::Error },
     #[error("{path}: namespace {namespace} is named by two grants")]
     NamedTwice { path: String, namespace: String },
+    #[error("{path}: grants[{index}]: {problem}")]
+    Unusable { path: String, index: usize, problem: String },
 }
 
 impl Tenancy {
@@ -149,15 +227,37 @@ impl Tenancy {
                 return Err(TenancyError::NamedTwice { path: path.into(), namespace: namespace.clone() });
             }
         }
+        for (index, entry) in tenancy.grants.iter().enumerate() {
+            let problem = match &entry.namespace_selector {
+                None if entry.namespaces.is_empty() => Some("names no namespace and has no namespaceSelector".into()),
+                None => None,
+                Some(selector) => selector.unusable(),
+            };
+            if let Some(problem) = problem {
+                return Err(TenancyError::Unusable { path: path.into(), index, problem });
+            }
+        }
         Ok(tenancy)
     }
 
-    /// The grant of `namespace`.
-    pub fn grant_for(&self, namespace: &str) -> &Grant {
-        self.grants
-            .iter()
-            .find(|entry| entry.namespaces.contains(namespace))
-            .map_or(&self.default, |entry| &entry.grant)
+    /// Whether some grant is for namespaces by label, so that their labels must be known.
+    pub fn selects_by_label(&self) -> bool {
+        self.grants.iter().any(|entry| entry.namespace_selector.is_some())
+    }
+
+    /// The grant of `namespace`, whose labels are `labels` if known; `None` when a grant could
+    /// select it by label and its labels are not known.
+    pub fn grant_for(&self, namespace: &str, labels: Option<&BTreeMap<String, String>>) -> Option<&Grant> {
+        if let Some(named) = self.grants.iter().find(|entry| entry.namespaces.contains(namespace)) {
+            return Some(&named.grant);
+        }
+        if !self.selects_by_label() {
+            return Some(&self.default);
+        }
+        let labels = labels?;
+        let selected =
+            self.grants.iter().find(|entry| entry.namespace_selector.as_ref().is_some_and(|s| s.matches(labels)));
+        Some(selected.map_or(&self.default, |entry| &entry.grant))
     }
 }
 
@@ -169,7 +269,7 @@ mod tests {
     fn an_empty_document_grants_nothing_and_runs_as_nobody() {
         let tenancy = Tenancy::parse("{}", "t.json").expect("parses");
         assert_eq!(tenancy, Tenancy::default());
-        let grant = tenancy.grant_for("anyone");
+        let grant = tenancy.grant_for("anyone", None).expect("no selector");
         assert_eq!((grant.user, grant.group, grant.max_priority), (NOBODY, NOBODY, 0));
         assert!(grant.user_ids.is_none() && !grant.required_nodes && !grant.working_directory);
     }
@@ -180,13 +280,13 @@ mod tests {
             "grants": [{"namespaces": ["ml", "vision"], "user": 1000, "group": 1001, "userIds": "1000-1999",
                         "accounts": ["ml"], "maxPriority": 5000, "requiredNodes": true}]}"#;
         let tenancy = Tenancy::parse(text, "t.json").expect("parses");
-        let ml = tenancy.grant_for("vision");
+        let ml = tenancy.grant_for("vision", None).expect("named");
         assert_eq!((ml.user, ml.group, ml.max_priority), (1000, 1001, 5000));
         assert_eq!(ml.user_ids, Some(IdRange { first: 1000, last: 1999 }));
         assert!(ml.accounts.contains("ml") && ml.required_nodes);
-        assert_eq!(tenancy.grant_for("web").user, 2000);
+        assert_eq!(tenancy.grant_for("web", None).map(|grant| grant.user), Some(2000));
         let bare = Tenancy::parse(r#"{"grants": [{"namespaces": ["ml"]}]}"#, "t.json").expect("parses");
-        assert_eq!(bare.grant_for("ml"), &Grant::default(), "what a grant does not name is the default's");
+        assert_eq!(bare.grant_for("ml", None), Some(&Grant::default()), "what a grant does not name is the default's");
     }
 
     #[test]
@@ -197,10 +297,64 @@ mod tests {
             (r#"{"grants": [{"namespaces": ["a"], "acounts": ["x"]}]}"#, "unknown field `acounts`"),
             (r#"{"grants": [{"namespaces": ["a"]}, {"namespaces": ["b", "a"]}]}"#, "namespace a is named by two"),
             (r#"{"trustAnnotations": "yes"}"#, "invalid type"),
+            (r#"{"grants": [{"user": 1000}]}"#, "grants[0]: names no namespace and has no namespaceSelector"),
+            (r#"{"grants": [{"namespaceSelector": {"matchLabel": {"team": "ml"}}}]}"#, "unknown field `matchLabel`"),
+            (r#"{"grants": [{"namespaceSelector": {}}]}"#, "grants[0]: an empty namespaceSelector selects every"),
+            (
+                r#"{"grants": [{"namespaces": ["a"]}, {"namespaceSelector": {"matchExpressions": [{"key": "t", "operator": "In"}]}}]}"#,
+                "grants[1]: t In needs values",
+            ),
+            (
+                r#"{"grants": [{"namespaceSelector": {"matchExpressions": [{"key": "t", "operator": "Exists", "values": ["x"]}]}}]}"#,
+                "t Exists takes no values",
+            ),
+            (
+                r#"{"grants": [{"namespaceSelector": {"matchExpressions": [{"key": "t", "operator": "Near"}]}}]}"#,
+                "unknown variant `Near`",
+            ),
         ];
         for (text, says) in cases {
             let error = Tenancy::parse(text, "t.json").expect_err(text).to_string();
             assert!(error.contains(says) && error.starts_with("t.json"), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_not_named_gets_the_first_grant_whose_selector_its_labels_match() {
+        let text = r#"{"default": {"user": 9},
+            "grants": [
+                {"namespaces": ["ml"], "user": 1},
+                {"namespaceSelector": {"matchLabels": {"team": "ml"}}, "user": 2},
+                {"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In", "values": ["ml", "cv"]},
+                                                            {"key": "frozen", "operator": "DoesNotExist"}]}, "user": 3},
+                {"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["web"]},
+                                                            {"key": "tier", "operator": "Exists"}]}, "user": 4}]}"#;
+        let tenancy = Tenancy::parse(text, "t.json").expect("parses");
+        assert!(tenancy.selects_by_label());
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect()
+        };
+        let user_of = |namespace: &str, pairs: Option<&[(&str, &str)]>| {
+            let labels = pairs.map(labels);
+            tenancy.grant_for(namespace, labels.as_ref()).map(|grant| grant.user)
+        };
+        type Labels<'a> = Option<&'a [(&'a str, &'a str)]>;
+        let cases: [(&str, Labels, Option<u32>); 9] = [
+            // A name wins over every selector, and needs no labels.
+            ("ml", Some(&[("team", "web")]), Some(1)),
+            ("ml", None, Some(1)),
+            // Not named, labels unknown: which grant cannot be said.
+            ("other", None, None),
+            // The first matching selector, in order.
+            ("other", Some(&[("team", "ml"), ("tier", "x")]), Some(2)),
+            ("other", Some(&[("team", "cv")]), Some(3)),
+            ("other", Some(&[("team", "cv"), ("frozen", "yes"), ("tier", "x")]), Some(4)),
+            ("other", Some(&[("team", "cv"), ("frozen", "yes")]), Some(9)),
+            ("other", Some(&[("tier", "x")]), Some(4)),
+            ("other", Some(&[("team", "web"), ("tier", "x")]), Some(9)),
+        ];
+        for (namespace, pairs, user) in cases {
+            assert_eq!(user_of(namespace, pairs), user, "{namespace} {pairs:?}");
         }
     }
 

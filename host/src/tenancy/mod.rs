@@ -5,4 +5,4 @@ mod enforce;
 mod grant;
 
 pub use enforce::{NotGranted, enforce, preemption_rank};
-pub use grant::{Grant, IdRange, NOBODY, NamespaceGrant, Tenancy, TenancyError};
+pub use grant::{Grant, IdRange, NOBODY, NamespaceGrant, NamespaceSelector, Tenancy, TenancyError};

@@ -16,13 +16,19 @@ use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 mod components;
+mod host_chart;
+mod hostile;
 mod nodes;
 mod restarts;
 mod slurm;
 pub use components::{Frozen, restart_component};
+pub use host_chart::CHART;
+pub use hostile::{Answer, HostileProxy};
 pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
 pub use restarts::{BOUND_AFTER_RESTART, ride_out_restarts};
-pub use slurm::{SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen};
+pub use slurm::{
+    SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen, wait_batch_launched,
+};
 
 pub const SCHEDULER: &str = "sunk";
 /// The host image the local cluster builds from images/sunk (tests/cluster/env.sh).
@@ -36,6 +42,15 @@ pub fn repo_root() -> PathBuf {
 /// Where the local cluster keeps its state, as in tests/cluster/env.sh.
 pub(crate) fn state_dir() -> PathBuf {
     std::env::var_os("SUNK_STATE").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".cluster"))
+}
+
+/// Notes which test made `namespace` (libtest names each test's thread after it), so that a failed
+/// run's account (tests/cluster/diagnose.sh) can show the logs of the hosts the failing tests started.
+fn record_test_namespace(namespace: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let test = std::thread::current().name().unwrap_or("unnamed").to_string();
+    let mut record = std::fs::OpenOptions::new().create(true).append(true).open(state_dir().join("logs/tests.tsv"))?;
+    writeln!(record, "{test}\t{namespace}")
 }
 
 fn sunk_binary() -> PathBuf {
@@ -72,8 +87,13 @@ async fn ensure_crds(kube: &Client) -> anyhow::Result<()> {
 }
 
 fn slurm_url() -> String {
+    format!("http://{}", slurmrestd_address())
+}
+
+/// Where the local cluster's slurmrestd listens (`127.0.0.1:<port>`).
+pub fn slurmrestd_address() -> String {
     let port = std::env::var("SLURMRESTD_PORT").unwrap_or_else(|_| "16820".into());
-    format!("http://127.0.0.1:{port}")
+    format!("127.0.0.1:{port}")
 }
 
 /// The local cluster, as the tests see it.
@@ -100,6 +120,7 @@ impl Cluster {
         let namespace = format!("{test}-{stamp:x}");
         let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": namespace}}))?;
         Api::<Namespace>::all(kube.clone()).create(&PostParams::default(), &ns).await?;
+        record_test_namespace(&namespace)?;
         ensure_crds(&kube).await?;
         Ok(Self { kube, slurm, namespace, hosts: Vec::new(), http_ports: Vec::new() })
     }
@@ -119,20 +140,22 @@ impl Cluster {
     /// `SUNK_SYNCER=true`): the local cluster's own NodeSet is kept by the cluster's host, and two
     /// Syncers would argue over the same Nodes.
     pub fn start_host(&mut self, env: &[(&str, &str)]) -> anyhow::Result<usize> {
+        self.start_host_via(&slurm_url(), env)
+    }
+
+    /// The same, talking to Slurm through `slurm_url` (a [`HostileProxy`], say).
+    pub fn start_host_via(&mut self, slurm_url: &str, env: &[(&str, &str)]) -> anyhow::Result<usize> {
         let state = state_dir();
         let binary = sunk_binary();
         anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p sunk` first", binary.display());
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(state.join(format!("logs/host-{}.log", self.namespace)))?;
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.host_log())?;
         let http_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let child = Command::new(binary)
             .arg("host")
             .arg("--kubeconfig")
             .arg(state.join("kubeconfig"))
             .arg("--slurm-url")
-            .arg(slurm_url())
+            .arg(slurm_url)
             .arg("--slurm-jwt-key")
             .arg(state.join("slurm-etc/jwt.key"))
             .arg("--poll-interval-ms")
@@ -151,6 +174,11 @@ impl Cluster {
         self.hosts.push(child);
         self.http_ports.push(http_port);
         Ok(self.hosts.len() - 1)
+    }
+
+    /// Where the hosts this test started log (all of them, to one file).
+    pub fn host_log(&self) -> PathBuf {
+        state_dir().join(format!("logs/host-{}.log", self.namespace))
     }
 
     /// A tenancy document granting this test's namespace `grant` (the fields of one grant, e.g.
@@ -385,6 +413,25 @@ impl Cluster {
         self.events_in(&self.namespace, name).await
     }
 
+    /// Which of the pods `names` first has an Event that `matches(reason, note)`, within `timeout`.
+    pub async fn pod_with_event<'n>(
+        &self,
+        names: &[&'n str],
+        timeout: Duration,
+        matches: impl Fn(&str, &str) -> bool,
+    ) -> anyhow::Result<&'n str> {
+        wait_for(&format!("an Event on one of {names:?}"), timeout, || async {
+            for &name in names {
+                let events = self.events_of(name).await.ok()?;
+                if events.iter().any(|(reason, note)| matches(reason, note)) {
+                    return Some(name);
+                }
+            }
+            None
+        })
+        .await
+    }
+
     /// Events recorded in `namespace` about the object `name` (`default` for cluster-scoped ones,
     /// such as Nodes), as (reason, note).
     pub async fn events_in(&self, namespace: &str, name: &str) -> anyhow::Result<Vec<(String, String)>> {
@@ -442,6 +489,14 @@ impl Drop for Cluster {
 
 /// Deletes a test namespace's pods at once, cancels their placeholders, and deletes the namespace
 /// (the controller-manager finishes that in the background).
+/// A request's outcome, with "not found" (what it was to remove is gone already) as success.
+fn already_gone<T>(result: kube::Result<T>) -> kube::Result<()> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map(drop),
+    }
+}
+
 async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     let state = state_dir();
     let kube = sunk::kube::connect(Some(&state.join("kubeconfig"))).await?;
@@ -452,12 +507,14 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     let nodesets: Api<sunk::nodeset::NodeSet> = Api::namespaced(kube.clone(), namespace);
     for nodeset in nodesets.list(&ListParams::default()).await?.items {
         let release = serde_json::json!({"metadata": {"finalizers": null}});
-        nodesets.patch(&nodeset.name_any(), &PatchParams::default(), &Patch::Merge(&release)).await?;
-        nodesets.delete(&nodeset.name_any(), &DeleteParams::default()).await?;
+        // Either may find it gone already (its host, or a chart's uninstall hook, was quicker).
+        already_gone(nodesets.patch(&nodeset.name_any(), &PatchParams::default(), &Patch::Merge(&release)).await)?;
+        already_gone(nodesets.delete(&nodeset.name_any(), &DeleteParams::default()).await)?;
     }
     let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
     for pod in pods.list(&ListParams::default()).await?.items {
-        pods.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
+        let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+        already_gone(pods.delete(&pod.name_any(), &now).await)?;
     }
     if let JobsPage::All { jobs, .. } = slurm.jobs(None).await? {
         for job in jobs {

@@ -43,6 +43,20 @@ pub fn slurmrestd_frozen() -> anyhow::Result<Frozen> {
     Frozen::component("slurmrestd")
 }
 
+/// Waits until slurmd has launched the batch job `job` (`123`, or an array task `123_4`): its batch
+/// step is listed. A job cancelled while its launch is under way can stay COMPLETING on its node for
+/// about 90 s (26.05.5: slurmd's "epilog complete" message failed to connect, and slurmctld only
+/// learnt the job was over when it resent the terminate request), holding the node's CPUs; a test
+/// that frees a node by cancelling its job waits for this first.
+pub async fn wait_batch_launched(job: &str) -> anyhow::Result<()> {
+    let batch = format!("{job}.batch");
+    crate::wait_for(&format!("job {job}'s batch step to be launched"), std::time::Duration::from_secs(60), || async {
+        let steps = in_slurm_root(&["squeue", "-h", "-s", "-j", job, "-o", "%i"]).ok()?;
+        steps.lines().any(|step| step.trim() == batch).then_some(())
+    })
+    .await
+}
+
 /// A job submitted with sbatch, cancelled when dropped.
 pub struct SlurmJob(pub String);
 

@@ -6,6 +6,7 @@
 //! [`compare`] holds what differs between releases and between data parsers.
 
 mod compare;
+mod hostile;
 mod jobs;
 mod nodes;
 mod replay;

@@ -6,6 +6,8 @@
 mod array;
 mod gang;
 mod installation;
+#[cfg(test)]
+mod properties;
 
 pub use array::ArrayLink;
 pub use gang::GangLink;

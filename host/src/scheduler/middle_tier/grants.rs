@@ -59,3 +59,26 @@ async fn a_granted_namespace_gets_its_user_and_what_it_may_name_and_no_more() {
     assert!(message(&world, "beyond").contains("runs as user 1000 or one of 1000-1999"));
     assert_eq!(world.job_of("beyond"), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_granted_by_label_waits_until_its_labels_are_known_then_gets_that_grant() {
+    let tenancy = Tenancy::parse(
+        r#"{"grants": [{"namespaceSelector": {"matchLabels": {"team": "ml"}}, "user": 1000, "group": 1000}]}"#,
+        "test",
+    )
+    .expect("a tenancy document");
+    let mut world = World::granted(tenancy).await;
+    world.create("early", "1", json!({}), json!({}));
+    world.settle().await;
+    // Neither the default grant nor a guess: no job until the namespace is listed.
+    assert_eq!(world.scheduled("early"), Some(("False".into(), "GrantUnknown".into())));
+    assert!(message(&world, "early").contains("namespace ml is not listed yet"), "{}", message(&world, "early"));
+    assert!(world.slurm.all_jobs().is_empty());
+
+    world.list_namespace(json!({"team": "ml"}));
+    world.create("late", "1", json!({}), json!({}));
+    world.settle().await;
+    for name in ["early", "late"] {
+        assert_eq!(world.job_of(name).expect("a job").user_name, "1000", "{name}");
+    }
+}

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::channel::mpsc;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::watcher;
@@ -57,6 +58,8 @@ pub struct World {
     pods: Writer<Pod>,
     /// The slurmd pods the host watches.
     slurmd_pods: Writer<Pod>,
+    /// The namespaces whose labels the host has listed (none until a test lists one).
+    namespaces: Writer<PartialObjectMeta<Namespace>>,
     /// Pods the host asked to look at again (a group's other members).
     decide_again: mpsc::UnboundedReceiver<ObjectRef<Pod>>,
     /// Each pod as it was when last passed over.
@@ -98,6 +101,7 @@ impl World {
         let slurm_nodes = NodeCache::new(NodeCacheConfig::every(std::time::Duration::from_millis(100)));
         let slurmd = SlurmdPods::new(slurmd, slurm_nodes.clone());
         let (pods, pods_writer) = reflector::store::<Pod>();
+        let (namespaces, namespaces_writer) = reflector::store();
         let (decide_again, decide_again_rx) = mpsc::unbounded();
         let ctx = Context {
             writer: PodWriter::new(client.clone(), SCHEDULER),
@@ -107,7 +111,7 @@ impl World {
             slurm: slurm.clone(),
             jobs: super::JobCache::default(),
             policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),
-            tenancy: Arc::new(tenancy),
+            grants: super::Grants::new(Arc::new(tenancy), Some(namespaces)),
             slurmd: slurmd.clone(),
             placement: Placement { nodes, slurmd, slurm_nodes },
             cluster: policy::Cluster {
@@ -133,6 +137,7 @@ impl World {
             ctx: Arc::new(ctx),
             pods: pods_writer,
             slurmd_pods: slurmd_writer,
+            namespaces: namespaces_writer,
             decide_again: decide_again_rx,
             last_passed: BTreeMap::new(),
             due_soon: BTreeSet::new(),
@@ -150,6 +155,14 @@ impl World {
             "spec": {"nodeName": kube_node, "containers": []},
         });
         self.slurmd_pods.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(pod).expect("a pod")));
+    }
+
+    /// The pods' namespace, listed by the host with these labels.
+    pub fn list_namespace(&mut self, labels: serde_json::Value) {
+        let namespace = json!({"apiVersion": "v1", "kind": "PartialObjectMetadata",
+                               "metadata": {"name": NAMESPACE, "labels": labels}});
+        let namespace = serde_json::from_value(namespace).expect("a namespace");
+        self.namespaces.apply_watcher_event(&watcher::Event::Apply(namespace));
     }
 
     /// The host's caches catch up with Slurm, as its polls would.

@@ -90,10 +90,13 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
         ctx.metrics.preemption(PreemptionResult::none);
         return Ok(Outcome::settled("no running job on the nodes it may use could make room"));
     };
-    if !ctx.tenancy.trust_annotations {
+    if !ctx.grants.trust_annotations() {
         // Ranked by its PriorityClass, capped by its namespace's grant: an annotation never raises it.
-        let grant = ctx.tenancy.grant_for(&placeholder.pod.namespace);
-        input.preemptor.priority = tenancy::preemption_rank(pod_spec(pod).priority, grant);
+        // While the grant cannot be said, the pod preempts nothing.
+        input.preemptor.priority = match ctx.grants.of(&placeholder.pod.namespace) {
+            Some(grant) => tenancy::preemption_rank(pod_spec(pod).priority, grant),
+            None => 0,
+        };
     }
     // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
     let decision = match tokio::task::block_in_place(|| ctx.policies.preemption.decide(&input)) {

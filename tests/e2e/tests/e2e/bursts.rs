@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sunk::slurm::JobState;
-use sunk_e2e::{Cluster, node_name, pod, slurmrestd_frozen, wait_for};
+use sunk_e2e::{Cluster, node_name, pod, slurmrestd_frozen, wait_batch_launched, wait_for};
 
 const BIND: Duration = Duration::from_secs(60);
 const PODS: usize = 6;
@@ -40,7 +40,12 @@ async fn a_burst_goes_as_job_arrays_and_each_task_is_its_pods_alone() -> anyhow:
         let pods = cluster.pods().list(&Default::default()).await.ok()?;
         Some(pods.items.iter().filter(|pod| node_name(pod).is_some()).count())
     };
-    wait_for("four pods bound", BIND, || async { (bound().await? == 4).then_some(()) }).await?;
+    if let Err(error) = wait_for("four pods bound", BIND, || async { (bound().await? == 4).then_some(()) }).await {
+        let jobs = cluster.jobs_in_namespace().await?;
+        let jobs: Vec<_> =
+            jobs.iter().map(|(pod, job)| (&pod.name, job.target(), &job.job_state, &job.state_reason)).collect();
+        anyhow::bail!("{error}: {:?} bound; jobs {jobs:?}", bound().await);
+    }
 
     let jobs = cluster.jobs_in_namespace().await?;
     let live: Vec<_> = jobs.iter().filter(|(_, job)| job.state() != JobState::Ended).collect();
@@ -76,8 +81,13 @@ async fn a_burst_goes_as_job_arrays_and_each_task_is_its_pods_alone() -> anyhow:
     .map_err(|error| anyhow::anyhow!("{error} (task {task})"))?;
 
     // A running pod deleted: the last waiting task gets its room, and its pod is bound there.
-    let running = live.iter().find(|(_, job)| job.state() == JobState::Running).map(|(pod, _)| pod.name.clone());
-    cluster.delete_pod(&running.expect("four run")).await?;
+    let (running, task) = live
+        .iter()
+        .find(|(_, job)| job.state() == JobState::Running)
+        .map(|(pod, job)| (pod.name.clone(), job.target()))
+        .expect("four run");
+    wait_batch_launched(&task).await?;
+    cluster.delete_pod(&running).await?;
     wait_for("the last waiting pod to be bound", BIND, || async {
         let pods = cluster.pods().list(&Default::default()).await.ok()?;
         let bound =

@@ -6,10 +6,7 @@
 
 use std::time::Duration;
 
-use kube::api::ListParams;
-use sunk_e2e::{Cluster, SCHEDULER, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, node_name, pod, wait_for};
-
-const CHART: &str = "charts/sunk";
+use sunk_e2e::{CHART, Cluster, node_name, pod};
 
 #[tokio::test]
 async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyhow::Result<()> {
@@ -18,35 +15,7 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
     let restricted = "pod-security.kubernetes.io/enforce=restricted";
     let labelled = sunk_e2e::kubectl(&["label", "namespace", &cluster.namespace, restricted]).output()?;
     anyhow::ensure!(labelled.status.success(), "{}", String::from_utf8_lossy(&labelled.stderr));
-    cluster.create_jwt_key_secret("slurm-jwt-key").await?;
-    let release = format!("sunk-{}", cluster.namespace);
-    cluster.helm(&[
-        "install",
-        &release,
-        CHART,
-        "--set",
-        &format!("image.repository={SUNK_IMAGE_REPOSITORY}"),
-        "--set",
-        &format!("image.tag={SUNK_IMAGE_TAG}"),
-        // The local cluster's own Slurm, and the scheduler name the test pods use.
-        "--set",
-        &format!("scheduler.name={SCHEDULER}"),
-        // The local cluster's NodeSet has a keeper already; a second one would roll its pods. Its
-        // namespace is where the scheduler believes slurmd pods.
-        "--set",
-        "nodesetController.enabled=false",
-        "--set",
-        "nodesetController.namespace=slurm",
-        // One replica without leader election (the chart's Slurm test runs the default: two replicas
-        // behind a Lease).
-        "--set",
-        "replicas=1",
-        "--set",
-        "leaderElection.enabled=false",
-        "--wait",
-        "--timeout",
-        "120s",
-    ])?;
+    let release = cluster.install_host_chart(&[]).await?;
 
     // A user's pod in that namespace must pass `restricted` too.
     let mut rbac = pod("rbac", "1", "256Mi");
@@ -64,15 +33,7 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
     cluster.wait_event("rbac", "Scheduled, recorded with the chart's RBAC", |reason, _| reason == "Scheduled").await?;
     cluster.helm(&["test", &release, "--timeout", "60s"])?;
 
-    cluster.helm(&["uninstall", &release, "--wait"])?;
-    // `--wait` covers the Deployment, not its pod: until the kubelet has stopped it, the host in it
-    // still schedules pods named for `sunk`, and would race the next test's host.
-    let selector = format!("app.kubernetes.io/instance={release}");
-    wait_for("the host's pod to be gone", Duration::from_secs(60), || async {
-        let pods = cluster.pods().list(&ListParams::default().labels(&selector)).await.ok()?;
-        pods.items.is_empty().then_some(())
-    })
-    .await?;
+    cluster.uninstall_host_chart(&release).await?;
     Ok(())
 }
 

@@ -6,14 +6,14 @@ use std::collections::BTreeSet;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use sunk_e2e::{Cluster, repo_root};
-
-const CHART: &str = "charts/sunk";
+use sunk_e2e::{CHART, Cluster, repo_root};
 
 #[tokio::test]
 async fn the_charts_rbac_is_exactly_the_checked_in_list() -> anyhow::Result<()> {
     let cluster = Cluster::connect("chart-rbac").await?;
-    // The host alone; and the whole cluster, with a NodeSet (its cleanup hook) and a Secret for modules.
+    // The host alone; the whole cluster, with a NodeSet (its cleanup hook), a Secret for modules and a
+    // grant by namespace label;
+    // and the host scheduling in two namespaces only.
     let whole_cluster = [
         "--set",
         "slurmCluster.enabled=true",
@@ -21,8 +21,12 @@ async fn the_charts_rbac_is_exactly_the_checked_in_list() -> anyhow::Result<()> 
         r#"slurmCluster.nodesets=[{"name":"cpu"}]"#,
         "--set",
         "policies.secretNames={modules}",
+        "--set-json",
+        r#"tenancy.grants=[{"namespaceSelector":{"matchLabels":{"team":"ml"}}}]"#,
     ];
-    let renders: [(&[&str], &str); 2] = [(&[], "host.txt"), (&whole_cluster, "slurm-cluster.txt")];
+    let scope_namespace = ["--set", "scope.type=namespace", "--set", "scope.namespaces={team}"];
+    let renders: [(&[&str], &str); 3] =
+        [(&[], "host.txt"), (&whole_cluster, "slurm-cluster.txt"), (&scope_namespace, "scope-namespace.txt")];
     for (values, list) in renders {
         let mut template = vec!["template", "r", CHART];
         template.extend_from_slice(values);

@@ -3,11 +3,16 @@
 
 mod bursts;
 mod chart;
+mod chart_accounting;
+mod chart_login;
 mod chart_rbac;
+mod chart_release;
+mod chart_scope;
 mod chart_slurm;
 mod fast_path;
 mod gang;
 mod ha;
+mod hostile_slurmrestd;
 mod kubelet;
 mod nodeset;
 mod placement;

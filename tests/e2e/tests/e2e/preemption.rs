@@ -89,24 +89,6 @@ fn is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     conditions.iter().any(|condition| condition.type_ == "Ready" && condition.status == "True")
 }
 
-/// Which of two pods gets an Event that `matches(reason, note)`.
-async fn pod_with_event(
-    cluster: &Cluster,
-    names: [&'static str; 2],
-    matches: impl Fn(&str, &str) -> bool,
-) -> anyhow::Result<&'static str> {
-    wait_for(&format!("an Event on {names:?}"), WAIT, || async {
-        for name in names {
-            let events = cluster.events_of(name).await.ok()?;
-            if events.iter().any(|(reason, note)| matches(reason, note)) {
-                return Some(name);
-            }
-        }
-        None
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_nothing() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt").await?;
@@ -194,10 +176,11 @@ async fn a_lower_priority_pod_is_evicted_once_its_disruption_budget_allows() -> 
     // Without the budget, one serving pod is evicted, told why, and the urgent pod takes its node.
     budgets.delete("serve", &Default::default()).await?;
     let node = bound(&cluster, "urgent").await?;
-    let evicted = pod_with_event(&cluster, ["serve-1", "serve-2"], |reason, note| {
-        reason == "Preempted" && note.contains("/urgent (priority 100)")
-    })
-    .await?;
+    let evicted = cluster
+        .pod_with_event(&["serve-1", "serve-2"], WAIT, |reason, note| {
+            reason == "Preempted" && note.contains("/urgent (priority 100)")
+        })
+        .await?;
     let other = if evicted == "serve-1" { "serve-2" } else { "serve-1" };
     let kept = cluster.pods().get(other).await?;
     assert!(kept.metadata.deletion_timestamp.is_none(), "one eviction was enough");
@@ -262,23 +245,21 @@ async fn a_slurm_job_of_a_higher_tier_partition_preempts_a_pods_placeholder() ->
     let urgent = SlurmJob::submit(&["-p", "urgent", "-c", "2", "--mem=256M", "--wrap", "sleep 600"])?;
     wait_state(&cluster, urgent.id(), "running", |job| job.state() == JobState::Running).await?;
     let id = urgent.id().to_string();
-    let preempted = wait_for("a pod to be deleted for the urgent job", WAIT, || async {
-        for name in ["held-1", "held-2"] {
-            let events = cluster.events_of(name).await.ok()?;
-            if events
-                .iter()
-                .any(|(reason, note)| reason == "SlurmJobPreempted" && note.contains(&format!("Slurm job {id} ")))
-            {
-                return Some(name);
-            }
+    let preempted = cluster
+        .pod_with_event(&["held-1", "held-2"], WAIT, |reason, note| {
+            reason == "SlurmJobPreempted" && note.contains(&format!("Slurm job {id} "))
+        })
+        .await?;
+    // Deleted gracefully: with its own grace period, not at once. The Event comes first (the host then
+    // cancels a requeued placeholder and deletes), so the deletion is waited for.
+    let leaving = wait_for("the preempted pod to be deleted", WAIT, || async {
+        match cluster.pods().get_opt(preempted).await.ok()? {
+            Some(pod) if pod.metadata.deletion_timestamp.is_none() => None,
+            leaving => Some(leaving),
         }
-        None
     })
     .await?;
-    // Deleted gracefully: with its own grace period, not at once.
-    let leaving = cluster.pods().get_opt(preempted).await?;
     if let Some(leaving) = leaving {
-        assert!(leaving.metadata.deletion_timestamp.is_some(), "being deleted: {:?}", leaving.metadata);
         assert_eq!(leaving.metadata.deletion_grace_period_seconds, Some(10), "with its grace period");
     }
     let other = if preempted == "held-1" { "held-2" } else { "held-1" };

@@ -1,0 +1,120 @@
+//! The real client against a slurmrestd that answers garbage: every answer is a failed read (an
+//! error the host fails closed on), never a listing, and never a panic.
+
+use std::future::Future;
+use std::time::Duration;
+
+use sunk_slurm::{JobsPage, SlurmClient, SlurmError, TokenSigner};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How a hostile slurmrestd answers every request.
+#[derive(Debug, Clone, Copy)]
+enum Garbage {
+    Html,
+    Truncated,
+    ServerError,
+    OkWithErrors,
+    OkWithoutJobs,
+    HugeContentLength,
+    Reset,
+}
+
+impl Garbage {
+    fn response(self) -> Option<String> {
+        let http = |status: &str, body: &str| {
+            format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        Some(match self {
+            Garbage::Html => http("200 OK", "<html><body><h1>502 Bad Gateway</h1></body></html>"),
+            Garbage::Truncated => http("200 OK", r#"{"jobs": [{"job_id": 1, "job_state": ["RUN"#),
+            Garbage::ServerError => http("500 Internal Server Error", "oops"),
+            Garbage::OkWithErrors => http(
+                "200 OK",
+                r#"{"jobs": [], "errors": [{"error": "Unable to contact slurmctld", "error_number": 1007}]}"#,
+            ),
+            Garbage::OkWithoutJobs => http("200 OK", r#"{"meta": {}, "errors": [], "warnings": []}"#),
+            // Says a 200 MB body follows, then sends a little and hangs up.
+            Garbage::HugeContentLength => {
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 200000000\r\n\r\n{\"jobs\": ["
+                    .into()
+            }
+            Garbage::Reset => return None,
+        })
+    }
+}
+
+/// A slurmrestd on loopback that reads each request and answers it with `garbage`.
+async fn hostile(garbage: Garbage) -> SlurmClient {
+    on_loopback(move |mut stream| async move {
+        match garbage.response() {
+            Some(response) => _ = stream.write_all(response.as_bytes()).await,
+            // Dropped unanswered: the client sees the connection closed.
+            None => drop(stream),
+        }
+    })
+    .await
+}
+
+/// A slurmrestd on loopback whose `answer` gets each connection once its request is read; a client of it.
+async fn on_loopback<F, Answered>(answer: F) -> SlurmClient
+where
+    F: Fn(TcpStream) -> Answered + Send + 'static,
+    Answered: Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let address = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = vec![0u8; 16 << 10];
+            let _ = stream.read(&mut request).await;
+            answer(stream).await;
+        }
+    });
+    let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
+    SlurmClient::new(&format!("http://{address}"), signer).expect("a client")
+}
+
+#[tokio::test]
+async fn every_garbled_answer_is_a_failed_read_never_a_listing() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cases = [
+        (Garbage::Html, "unreadable answer"),
+        (Garbage::Truncated, "unreadable answer"),
+        (Garbage::ServerError, "HTTP 500"),
+        (Garbage::OkWithErrors, "Unable to contact slurmctld"),
+        (Garbage::OkWithoutJobs, "missing field `jobs`"),
+        // Refused on what the header says, before reading (not at the 30 s request timeout).
+        (Garbage::HugeContentLength, "longer than"),
+        (Garbage::Reset, ""),
+    ];
+    for (garbage, says) in cases {
+        let slurm = hostile(garbage).await;
+        let answer: Result<JobsPage, SlurmError> = slurm.jobs(None).await;
+        let error = answer.expect_err(&format!("{garbage:?} is not a listing"));
+        assert!(error.to_string().contains(says), "{garbage:?}: {error}");
+        assert!(slurm.nodes(None).await.is_err(), "{garbage:?}: a node listing");
+    }
+}
+
+#[tokio::test]
+async fn a_node_listing_is_read_no_further_than_its_cap() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // No Content-Length: a body that ends when the connection does, twice the cap long.
+    let slurm = on_loopback(|mut stream| async move {
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{\"nodes\": [";
+        let _ = stream.write_all(head.as_bytes()).await;
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..2 * sunk_slurm::MAX_NODES_ANSWER_BYTES / chunk.len() {
+            if stream.write_all(&chunk).await.is_err() {
+                break; // the client stopped reading, as it should
+            }
+        }
+    })
+    .await;
+    let error = slurm.nodes(None).await.expect_err("an endless node listing is not a listing");
+    assert!(error.to_string().contains(&format!("longer than {}", sunk_slurm::MAX_NODES_ANSWER_BYTES)), "{error}");
+}

@@ -1,0 +1,66 @@
+//! Which grant a pod's namespace gets: the operator's tenancy document and, when a grant selects
+//! namespaces by label, the namespaces' labels as the API server has them (never the pod's).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::tenancy::{Grant, Tenancy};
+
+/// Namespaces' metadata, watched only when some grant selects by label.
+pub type NamespaceLabels = Store<PartialObjectMeta<Namespace>>;
+
+#[derive(Clone)]
+pub struct Grants {
+    tenancy: Arc<Tenancy>,
+    namespaces: Option<NamespaceLabels>,
+}
+
+impl Grants {
+    pub fn new(tenancy: Arc<Tenancy>, namespaces: Option<NamespaceLabels>) -> Self {
+        Self { tenancy, namespaces }
+    }
+
+    /// Whether every annotation is honoured as it is (`tenancy.trustAnnotations`).
+    pub fn trust_annotations(&self) -> bool {
+        self.tenancy.trust_annotations
+    }
+
+    /// The grant of `namespace`; `None` while its labels, which choose it, are not known (the watch
+    /// of namespaces has not listed it yet).
+    pub fn of(&self, namespace: &str) -> Option<&Grant> {
+        let listed = self.namespaces.as_ref().and_then(|store| store.get(&ObjectRef::new(namespace)));
+        self.tenancy.grant_for(namespace, listed.as_ref().map(|meta| meta.labels()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    #[test]
+    fn a_grant_by_label_is_known_once_the_namespace_is_listed() {
+        let tenancy = Tenancy::parse(
+            r#"{"grants": [{"namespaceSelector": {"matchLabels": {"team": "ml"}}, "user": 1000}]}"#,
+            "t.json",
+        )
+        .expect("parses");
+        let (store, mut writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+        let grants = Grants::new(Arc::new(tenancy), Some(store));
+        assert!(grants.of("ml").is_none(), "not listed yet");
+
+        let namespace: PartialObjectMeta<Namespace> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": "ml", "labels": {"team": "ml"}}
+        }))
+        .expect("metadata");
+        writer.apply_watcher_event(&Event::Apply(namespace));
+        assert_eq!(grants.of("ml").map(|grant| grant.user), Some(1000));
+    }
+}
