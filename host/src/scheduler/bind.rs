@@ -27,6 +27,20 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// between the two would see a cancelled job and delete the pod, for its owner to recreate).
 pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Replaced, Error> {
     let job_id = placeholder.job.target();
+    let marked = cancel_as_replaced(placeholder, ctx).await?;
+    let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
+    tracing::info!(pod = %placeholder.pod.name, "{note}");
+    ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
+    if marked || link::is_gang(&placeholder.job) {
+        return Ok(Replaced::LookAgain(Action::requeue(RETRY)));
+    }
+    Ok(Replaced::SubmitNow)
+}
+
+/// Marks a placeholder as replaced, then cancels it: a job so cancelled never ends its pod. Returns
+/// whether it could be marked (see [`replace`] for when it cannot).
+pub async fn cancel_as_replaced(placeholder: &Placeholder, ctx: &Context) -> Result<bool, Error> {
+    let job_id = placeholder.job.target();
     let marked_comment = link::replaced(&placeholder.job.admin_comment);
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
     let marked = match ctx.slurm.update_job(&job_id, &mark).await {
@@ -36,13 +50,7 @@ pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &
     };
     ctx.slurm.cancel(&job_id).await?;
     ctx.jobs.record_cancelled(&job_id, marked.then_some(marked_comment.as_str()));
-    let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
-    tracing::info!(pod = %placeholder.pod.name, "{note}");
-    ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
-    if marked || link::is_gang(&placeholder.job) {
-        return Ok(Replaced::LookAgain(Action::requeue(RETRY)));
-    }
-    Ok(Replaced::SubmitNow)
+    Ok(marked)
 }
 
 /// What follows a replaced job.

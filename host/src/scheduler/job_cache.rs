@@ -27,6 +27,9 @@ struct State {
     holding: Arc<Vec<Job>>,
     /// Jobs submitted by this host since the listing that is about to replace the cache began.
     submitted: Vec<(Instant, Placeholder)>,
+    /// Jobs this host cancelled since that listing began: a listing that began before a cancellation
+    /// may still show the job running, and must not bring it back to life.
+    cancelled: Vec<(Instant, Cancellation)>,
     /// Pods whose placeholders this host changed itself (cancelled) since the last listing: the next
     /// listing wakes them even if it shows just what was recorded, so no pod waits for a recheck.
     touched: HashSet<String>,
@@ -42,6 +45,48 @@ struct State {
     listing_since: Option<Instant>,
     /// Why the last listing failed, if it did.
     last_error: Option<String>,
+}
+
+/// A job this host cancelled, named as Slurm was told (`12`, or `10_3` for an array's task), with the
+/// admin comment it gave it first, if any (e.g. the replaced mark).
+#[derive(Debug, Clone)]
+struct Cancellation {
+    target: String,
+    admin_comment: Option<String>,
+}
+
+impl Cancellation {
+    fn is_of(&self, job: &Job) -> bool {
+        job.target() == self.target || job.job_id.to_string() == self.target
+    }
+
+    /// Shows the job as Slurm will list it: cancelled, with its new comment, still holding its nodes
+    /// until Slurm has cleaned up after it.
+    fn apply(&self, by_pod: &mut HashMap<String, Vec<Placeholder>>, holding: &mut Arc<Vec<Job>>) -> Vec<String> {
+        let mut pods = Vec::new();
+        for placeholder in by_pod.values_mut().flatten().filter(|p| self.is_of(&p.job)) {
+            pods.push(placeholder.pod.uid.clone());
+            if placeholder.job.state() != JobState::Ended {
+                placeholder.job.job_state = vec!["CANCELLED".into()];
+            }
+            if let Some(comment) = &self.admin_comment {
+                placeholder.job.admin_comment = comment.clone();
+            }
+        }
+        if holding.iter().any(|job| self.is_of(job)) {
+            let mut jobs = holding.as_ref().clone();
+            for job in jobs.iter_mut().filter(|job| self.is_of(job)) {
+                if job.state() != JobState::Ended {
+                    job.job_state = vec!["CANCELLED".into(), "COMPLETING".into()];
+                }
+                if let Some(comment) = &self.admin_comment {
+                    job.admin_comment = comment.clone();
+                }
+            }
+            *holding = Arc::new(jobs);
+        }
+        pods
+    }
 }
 
 /// Shared, cheaply cloned view of sunk's placeholder jobs.
@@ -121,29 +166,13 @@ impl JobCache {
 
     /// Remembers that this host cancelled a job, named as Slurm was told (`12`, or `10_3` for an
     /// array's task), with the admin comment it gave it (e.g. the replaced mark), so that it is not
-    /// taken for live, or for merely ended, before Slurm lists it.
+    /// taken for live, or for merely ended, before a listing that began after it.
     pub fn record_cancelled(&self, target: &str, admin_comment: Option<&str>) {
-        let is_it = |job: &Job| job.target() == target || job.job_id.to_string() == target;
+        let cancellation = Cancellation { target: target.to_owned(), admin_comment: admin_comment.map(str::to_owned) };
         let mut state = self.write();
-        let State { by_pod, touched, .. } = &mut *state;
-        for placeholder in by_pod.values_mut().flatten().filter(|p| is_it(&p.job)) {
-            touched.insert(placeholder.pod.uid.clone());
-            placeholder.job.job_state = vec!["CANCELLED".into()];
-            if let Some(comment) = admin_comment {
-                placeholder.job.admin_comment = comment.to_owned();
-            }
-        }
-        // It still holds its nodes until Slurm has cleaned up after it.
-        if state.holding.iter().any(is_it) {
-            let mut holding = state.holding.as_ref().clone();
-            for job in holding.iter_mut().filter(|job| is_it(job)) {
-                job.job_state = vec!["CANCELLED".into(), "COMPLETING".into()];
-                if let Some(comment) = admin_comment {
-                    job.admin_comment = comment.to_owned();
-                }
-            }
-            state.holding = Arc::new(holding);
-        }
+        let State { by_pod, holding, touched, cancelled, .. } = &mut *state;
+        touched.extend(cancellation.apply(by_pod, holding));
+        cancelled.push((Instant::now(), cancellation));
     }
 
     /// Remembers that Slurm refused to take a job for this pod.
@@ -187,6 +216,7 @@ impl JobCache {
                 by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job });
             }
         }
+        let mut holding = Arc::new(holding);
         let mut state = self.write();
         // A submission the listing may have missed stays until a later listing includes it.
         state.submitted.retain(|(at, _)| *at >= began);
@@ -196,6 +226,11 @@ impl JobCache {
             if !jobs.iter().any(|known| known.job.target() == placeholder.job.target()) {
                 jobs.push(placeholder.clone());
             }
+        }
+        // So does a cancellation the listing may have missed.
+        state.cancelled.retain(|(at, _)| *at >= began);
+        for (_, cancellation) in &state.cancelled {
+            cancellation.apply(&mut by_pod, &mut holding);
         }
         let mut changed: Vec<PodKey> = by_pod
             .iter()
@@ -216,7 +251,7 @@ impl JobCache {
             .collect();
         changed.extend(touched);
         state.by_pod = by_pod;
-        state.holding = Arc::new(holding);
+        state.holding = holding;
         state.listed = true;
         state.listing_began = Some(began);
         if last_update > 0 {
@@ -388,6 +423,28 @@ mod tests {
         cache.record_cancelled("4", Some("marked"));
         let known = &cache.for_pod("a")[0].job;
         assert_eq!((known.state(), known.admin_comment.as_str()), (JobState::Ended, "marked"));
+    }
+
+    #[test]
+    fn a_listing_that_began_before_a_cancellation_does_not_bring_the_job_back() {
+        // The CI failure this guards against: a job replaced (marked, cancelled) while a listing was in
+        // flight came back RUNNING with that listing, beside its successor, and the successor was
+        // cancelled as the duplicate.
+        let cache = JobCache::default();
+        let on_n4 = |job: Job| Job { nodes: "n4".into(), ..job };
+        cache.replace(vec![on_n4(job(56, "a", "RUNNING"))], 1, Instant::now());
+        let began = Instant::now();
+        cache.record_cancelled("56", Some("marked"));
+        let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
+        cache.record_submitted(pod, 57, &JobDescription::default());
+        cache.replace(vec![on_n4(job(56, "a", "RUNNING"))], 2, began);
+        let states: Vec<_> = cache.for_pod("a").iter().map(|p| (p.job.job_id, p.job.state())).collect();
+        assert_eq!(states, [(56, JobState::Ended), (57, JobState::Pending)]);
+        assert_eq!(cache.for_pod("a")[0].job.admin_comment, "marked");
+        assert!(cache.holding().iter().all(|job| job.job_id != 56 || job.state() == JobState::Ended));
+        // A listing that began after the cancellation is the truth.
+        cache.replace(vec![on_n4(job(56, "a", "COMPLETED"))], 3, Instant::now());
+        assert_eq!(cache.for_pod("a")[0].job.admin_comment, job(56, "a", "RUNNING").admin_comment);
     }
 
     #[test]

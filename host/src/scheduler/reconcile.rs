@@ -46,7 +46,10 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     let facts = observe(&pod, &key, &live, &ended, bound_to.as_deref(), &ctx);
     let decision = decide(&facts);
     for duplicate in decision.duplicates {
-        cancel(&ctx, duplicate, "a duplicate placeholder for the same pod").await?;
+        // Marked as replaced first: should the kept job be gone by the next listing, the duplicate's
+        // end must not read as the end of the pod.
+        tracing::info!(job = %duplicate.job.target(), pod = %key.name, "cancelling placeholder: a duplicate placeholder for the same pod");
+        bind::cancel_as_replaced(duplicate, &ctx).await?;
     }
     act(&pod, key, decision.next, &ctx).await
 }
@@ -217,6 +220,7 @@ fn still_running_on_its_node(pod: &Pod) -> bool {
 pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
     tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
     ctx.slurm.cancel(&placeholder.job.target()).await?;
+    ctx.jobs.record_cancelled(&placeholder.job.target(), None);
     Ok(())
 }
 
