@@ -1,0 +1,183 @@
+//! The faults a chaos run injects, one at a time, and when the system has recovered from one: the
+//! part it hit answers again, a host holds the Lease, and no pod waits while Slurm has room.
+
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::{DeleteParams, ListParams};
+use sunk_e2e::{Frozen, kubectl, restart_component};
+
+use crate::invariants::{Invariants, Sample};
+use crate::random::Random;
+use crate::world::{POOL, World};
+
+/// A fault not recovered from within this long is itself a violation.
+pub const RECOVERY_LIMIT: Duration = Duration::from_secs(180);
+/// How long a frozen leader stays frozen: past its Lease (10 s) and the takeover.
+const FROZEN_FOR: Duration = Duration::from_secs(20);
+/// How long a Node stays cordoned.
+const CORDONED_FOR: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fault {
+    KillLeader,
+    FreezeLeader,
+    RestartSlurmctld,
+    RestartSlurmrestd,
+    RestartApiServer,
+    RestartKubelet,
+    DeleteSlurmdPod,
+    CordonNode,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 8] = [
+        Fault::KillLeader,
+        Fault::FreezeLeader,
+        Fault::RestartSlurmctld,
+        Fault::RestartSlurmrestd,
+        Fault::RestartApiServer,
+        Fault::RestartKubelet,
+        Fault::DeleteSlurmdPod,
+        Fault::CordonNode,
+    ];
+
+    /// Every kind, in an order the seed shuffles: the run injects them in turn, so that even a short
+    /// run injects each kind once.
+    pub fn shuffled(random: &mut Random) -> [Fault; 8] {
+        let mut order = Self::ALL;
+        for i in (1..order.len()).rev() {
+            let j = usize::try_from(random.between((0, i as u64))).unwrap_or_default();
+            order.swap(i, j);
+        }
+        order
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fault::KillLeader => "leader SIGKILL",
+            Fault::FreezeLeader => "leader SIGSTOP past its Lease",
+            Fault::RestartSlurmctld => "slurmctld restart",
+            Fault::RestartSlurmrestd => "slurmrestd restart",
+            Fault::RestartApiServer => "kube-apiserver restart (SIGKILL)",
+            Fault::RestartKubelet => "kubelet restart (SIGKILL)",
+            Fault::DeleteSlurmdPod => "slurmd pod deleted",
+            Fault::CordonNode => "Node cordoned, uncordoned",
+        })
+    }
+}
+
+/// What is left to undo of a fault, and when.
+enum Undo {
+    /// The guard thaws the leader when dropped.
+    Thaw {
+        at: Instant,
+        _frozen: Frozen,
+    },
+    Uncordon(String, Instant),
+}
+
+/// A fault injected, until it is recovered from.
+pub struct Injected {
+    pub fault: Fault,
+    pub started: Instant,
+    undo: Option<Undo>,
+}
+
+pub async fn inject(
+    world: &World,
+    fault: Fault,
+    random: &mut Random,
+    invariants: &mut Invariants,
+) -> anyhow::Result<Injected> {
+    let started = Instant::now();
+    let mut undo = None;
+    match fault {
+        Fault::KillLeader => signal_leader(world, "KILL").await?,
+        Fault::FreezeLeader => {
+            let pid = leader_pid(world).await?;
+            undo = Some(Undo::Thaw { at: started + FROZEN_FOR, _frozen: Frozen::process(pid)? });
+        }
+        Fault::RestartSlurmctld => restart_component("slurmctld", "TERM").await?,
+        Fault::RestartSlurmrestd => restart_component("slurmrestd", "TERM").await?,
+        Fault::RestartApiServer => restart_component("kube-apiserver", "KILL").await?,
+        Fault::RestartKubelet => {
+            let node = random.pick(&POOL).copied().unwrap_or(POOL[0]);
+            restart_component(&format!("kubelet-{node}"), "KILL").await?;
+        }
+        Fault::DeleteSlurmdPod => {
+            let label = sunk::scheduler::SLURM_NODE_LABEL;
+            let slurmd = world.cluster.pods().list(&ListParams::default().labels(label)).await?.items;
+            let pod = random.pick(&slurmd).ok_or_else(|| anyhow::anyhow!("no slurmd pod to delete"))?;
+            invariants.deleted_slurmd.insert(pod.uid().unwrap_or_default());
+            world.cluster.pods().delete(&pod.name_any(), &DeleteParams::default()).await?;
+        }
+        Fault::CordonNode => {
+            let node = random.pick(&POOL).copied().unwrap_or(POOL[0]);
+            run_kubectl(&["cordon", node])?;
+            undo = Some(Undo::Uncordon(node.to_string(), started + CORDONED_FOR));
+        }
+    }
+    Ok(Injected { fault, started, undo })
+}
+
+impl Injected {
+    /// How long recovery took, once the fault is undone and the system whole again (judged on the
+    /// latest sample); `None` until then.
+    pub async fn recovered(&mut self, world: &World, sample: Option<&Sample>) -> Option<Duration> {
+        match &self.undo {
+            Some(Undo::Thaw { at, .. } | Undo::Uncordon(_, at)) if Instant::now() < *at => return None,
+            Some(Undo::Uncordon(node, _)) => {
+                run_kubectl(&["uncordon", node]).ok()?;
+                self.undo = None;
+                return None;
+            }
+            Some(Undo::Thaw { .. }) => {
+                // Dropping the guard sends SIGCONT.
+                self.undo = None;
+                return None;
+            }
+            None => {}
+        }
+        let whole = world.cluster.kube.apiserver_version().await.is_ok()
+            && world.cluster.slurm.ping().await.is_ok()
+            && world.leader().await.is_some()
+            && sample.is_some_and(|sample| sample.pending_with_room == 0);
+        whole.then(|| self.started.elapsed())
+    }
+}
+
+async fn leader_pid(world: &World) -> anyhow::Result<i32> {
+    let leader = world.leader().await.ok_or_else(|| anyhow::anyhow!("no host holds the Lease"))?;
+    host_process(&leader).ok_or_else(|| anyhow::anyhow!("no sunk process runs as pod {leader}"))
+}
+
+async fn signal_leader(world: &World, signal: &str) -> anyhow::Result<()> {
+    let pid = leader_pid(world).await?;
+    let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
+    anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
+    Ok(())
+}
+
+/// The host process of the pod `pod` (its Lease identity is its pod name, in its environment): the
+/// Nodes' containers are processes of this machine.
+fn host_process(pod: &str) -> Option<i32> {
+    let wanted = format!("POD_NAME={pod}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+        if comm.trim() != "sunk" {
+            return None;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).ok()?;
+        environ.split(|byte| *byte == 0).any(|variable| variable == wanted.as_bytes()).then_some(pid)
+    })
+}
+
+fn run_kubectl(args: &[&str]) -> anyhow::Result<()> {
+    let output = kubectl(args).output()?;
+    anyhow::ensure!(output.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! What must hold however the faults fall, checked on every sample and at the end:
+//! - never two live jobs for one pod;
+//! - no live placeholder without its pod for longer than [`JOB_OUTLIVES_POD`] (and none after settling);
+//! - no pod Pending longer than [`PENDING_WITH_ROOM`] while a Node of the pool is idle in Slurm, away
+//!   from faults (a fault, and [`PENDING_WITH_ROOM`] after its recovery, excuse a wait);
+//! - no Slurm batch job cancelled (sunk never cancels what it did not submit but by a preemption,
+//!   and the run makes none), and no pod of the workload gone without an Event saying why;
+//! - no slurmd pod deleted, but by the run itself, while its Slurm node held a job.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use sunk::slurm::{Job, JobState, JobsPage, NodesPage};
+use sunk_e2e::node_name;
+
+use crate::workload::{WORKLOAD, Workload};
+use crate::world::{POOL, World};
+
+const JOB_OUTLIVES_POD: Duration = Duration::from_secs(30);
+const PENDING_WITH_ROOM: Duration = Duration::from_secs(30);
+const SETTLE: Duration = Duration::from_secs(60);
+/// The reasons of the host's Events that explain a pod it deleted.
+const DELETION_EVENTS: [&str; 3] = ["SlurmJobEnded", "SlurmJobPreempted", "SlurmJobRequeued"];
+
+/// A node with room for a pod: idle, and neither drained, planned for a waiting job, nor unhealthy
+/// (a dynamic node's own flag aside).
+fn free(node: &sunk::slurm::Node) -> bool {
+    let Some((state, flags)) = node.state.split_first() else { return false };
+    state == "IDLE" && flags.iter().all(|flag| flag == "DYNAMIC_NORM")
+}
+
+/// What one sample saw that a fault's recovery is judged by.
+pub struct Sample {
+    /// Pods of the workload waiting while a Node of the pool is idle in Slurm.
+    pub pending_with_room: usize,
+}
+
+pub struct Invariants {
+    violations: Vec<String>,
+    /// Since when each pod has waited while Slurm had room (by pod UID).
+    waiting_with_room: HashMap<String, Instant>,
+    /// Since when each live placeholder's pod has been missing (by job id).
+    orphaned: HashMap<u32, Instant>,
+    /// When the last fault was recovered from (none while one lasts).
+    quiet_since: Option<Instant>,
+    /// Pods already found gone, and slurmd pods the run deleted itself (by UID).
+    gone: HashSet<String>,
+    pub deleted_slurmd: HashSet<String>,
+    /// Slurm nodes of the pool holding a job at the last sample, and the slurmd pods seen then.
+    busy_nodes: HashSet<String>,
+    slurmd_pods: HashMap<String, String>,
+    reported: HashSet<String>,
+}
+
+impl Invariants {
+    pub fn new() -> Self {
+        Self {
+            violations: Vec::new(),
+            waiting_with_room: HashMap::new(),
+            orphaned: HashMap::new(),
+            quiet_since: Some(Instant::now()),
+            gone: HashSet::new(),
+            deleted_slurmd: HashSet::new(),
+            busy_nodes: HashSet::new(),
+            slurmd_pods: HashMap::new(),
+            reported: HashSet::new(),
+        }
+    }
+
+    pub fn violation(&mut self, what: String) {
+        // One broken invariant is reported once, however many samples see it.
+        if self.reported.insert(what.clone()) {
+            eprintln!("VIOLATION: {what}");
+            self.violations.push(what);
+        }
+    }
+
+    pub fn fault_began(&mut self) {
+        self.quiet_since = None;
+    }
+
+    pub fn quiet_since(&mut self, at: Instant) {
+        self.quiet_since = Some(at);
+    }
+
+    pub fn into_violations(self) -> Vec<String> {
+        self.violations
+    }
+
+    /// Samples the cluster and checks every invariant; `None` when it could not be read (a fault).
+    pub async fn sample(&mut self, world: &World, workload: &Workload) -> Option<Sample> {
+        let cluster = &world.cluster;
+        let pods = cluster.pods().list(&ListParams::default()).await.ok()?.items;
+        let JobsPage::All { jobs, .. } = cluster.slurm.jobs(None).await.ok()? else { return None };
+        let NodesPage::All { nodes, .. } = cluster.slurm.nodes(None).await.ok()? else { return None };
+        let placeholders: Vec<(sunk::scheduler::PodKey, Job)> = jobs
+            .iter()
+            .flat_map(sunk::scheduler::linked)
+            .filter(|(pod, job)| pod.namespace == cluster.namespace && !sunk::scheduler::is_refused_attempt(job))
+            .collect();
+        self.one_live_job_per_pod(&placeholders);
+        self.no_job_without_its_pod(&placeholders, &pods);
+        self.no_batch_job_cancelled(&jobs, workload);
+        self.no_pod_lost(world, workload, &pods).await;
+        let idle: Vec<&str> = nodes
+            .iter()
+            .filter(|node| POOL.contains(&node.name.as_str()) && free(node))
+            .map(|node| node.name.as_str())
+            .collect();
+        self.slurmd_pods_kept(&pods, &nodes);
+        let pending_with_room = self.no_wait_with_room(&pods, workload, !idle.is_empty());
+        Some(Sample { pending_with_room })
+    }
+
+    fn one_live_job_per_pod(&mut self, placeholders: &[(sunk::scheduler::PodKey, Job)]) {
+        let mut live: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (pod, job) in placeholders {
+            if matches!(job.state(), JobState::Pending | JobState::Running) {
+                live.entry(pod.name.as_str()).or_default().push(job.job_id);
+            }
+        }
+        for (pod, jobs) in live.into_iter().filter(|(_, jobs)| jobs.len() > 1) {
+            self.violation(format!("pod {pod} has {} live jobs: {jobs:?}", jobs.len()));
+        }
+    }
+
+    fn no_job_without_its_pod(&mut self, placeholders: &[(sunk::scheduler::PodKey, Job)], pods: &[Pod]) {
+        let uids: HashSet<String> = pods.iter().filter_map(|pod| pod.uid()).collect();
+        let mut still = HashSet::new();
+        for (pod, job) in placeholders.iter().filter(|(_, job)| job.state() != JobState::Ended) {
+            if uids.contains(&pod.uid) {
+                continue;
+            }
+            still.insert(job.job_id);
+            let since = *self.orphaned.entry(job.job_id).or_insert_with(Instant::now);
+            if since.elapsed() > JOB_OUTLIVES_POD {
+                self.violation(format!(
+                    "job {} outlived its pod {} by over {JOB_OUTLIVES_POD:?}",
+                    job.job_id, pod.name
+                ));
+            }
+        }
+        self.orphaned.retain(|job, _| still.contains(job));
+    }
+
+    fn no_batch_job_cancelled(&mut self, jobs: &[Job], workload: &Workload) {
+        for batch in &workload.batch {
+            let Some(job) = jobs.iter().find(|job| job.job_id.to_string() == batch.0) else { continue };
+            if job.job_state.first().is_some_and(|state| state == "CANCELLED") {
+                self.violation(format!("Slurm batch job {} was cancelled ({:?})", job.job_id, job.job_state));
+            }
+        }
+    }
+
+    /// A pod of the workload that the workload did not delete and that is gone or going must have
+    /// an Event of the host's saying why.
+    async fn no_pod_lost(&mut self, world: &World, workload: &Workload, pods: &[Pod]) {
+        let present: HashMap<String, &Pod> = pods.iter().map(|pod| (pod.uid().unwrap_or_default(), pod)).collect();
+        for (name, tracked) in &workload.pods {
+            if tracked.deleted || self.gone.contains(&tracked.uid) {
+                continue;
+            }
+            let going = present.get(&tracked.uid).is_none_or(|pod| pod.metadata.deletion_timestamp.is_some());
+            if !going {
+                continue;
+            }
+            let Ok(events) = world.cluster.events_of(name).await else { continue };
+            self.gone.insert(tracked.uid.clone());
+            if !events.iter().any(|(reason, _)| DELETION_EVENTS.contains(&reason.as_str())) {
+                self.violation(format!("pod {name} was deleted without an Event saying why: {events:?}"));
+            }
+        }
+    }
+
+    /// The NodeSet's slurmd pods (by UID, on which Node): one that disappeared while its Slurm node
+    /// held a job must have been deleted by the run.
+    fn slurmd_pods_kept(&mut self, pods: &[Pod], nodes: &[sunk::slurm::Node]) {
+        let label = sunk::scheduler::SLURM_NODE_LABEL;
+        let slurmd: HashMap<String, String> = pods
+            .iter()
+            .filter(|pod| pod.labels().contains_key(label) && pod.metadata.deletion_timestamp.is_none())
+            .filter_map(|pod| Some((pod.uid()?, node_name(pod)?.to_string())))
+            .collect();
+        let vanished: Vec<(String, String)> = self
+            .slurmd_pods
+            .iter()
+            .filter(|(uid, _)| !slurmd.contains_key(*uid) && !self.deleted_slurmd.contains(*uid))
+            .map(|(uid, node)| (uid.clone(), node.clone()))
+            .collect();
+        for (uid, node) in vanished {
+            if self.busy_nodes.contains(&node) {
+                self.violation(format!("the slurmd pod {uid} on {node} was deleted while its node held a job"));
+            }
+        }
+        self.slurmd_pods = slurmd;
+        self.busy_nodes = nodes
+            .iter()
+            .filter(|node| matches!(node.state.first().map(String::as_str), Some("ALLOCATED" | "MIXED")))
+            .map(|node| node.name.clone())
+            .collect();
+    }
+
+    /// Counts single pods waiting while Slurm has room, and reports those that waited too long away
+    /// from any fault.
+    fn no_wait_with_room(&mut self, pods: &[Pod], workload: &Workload, room: bool) -> usize {
+        let waiting: Vec<&Pod> = pods
+            .iter()
+            .filter(|pod| pod.labels().contains_key(WORKLOAD) && pod.metadata.deletion_timestamp.is_none())
+            .filter(|pod| node_name(pod).is_none())
+            .filter(|pod| workload.pods.get(&pod.name_any()).is_some_and(|tracked| !tracked.gang))
+            .collect();
+        if !room {
+            self.waiting_with_room.clear();
+            return 0;
+        }
+        let uids: HashSet<String> = waiting.iter().filter_map(|pod| pod.uid()).collect();
+        self.waiting_with_room.retain(|uid, _| uids.contains(uid));
+        let now = Instant::now();
+        for pod in &waiting {
+            let since = *self.waiting_with_room.entry(pod.uid().unwrap_or_default()).or_insert(now);
+            // The host has PENDING_WITH_ROOM from the later of the wait's start and the last recovery.
+            let Some(quiet) = self.quiet_since else { continue };
+            if since.max(quiet).elapsed() > PENDING_WITH_ROOM {
+                self.violation(format!(
+                    "pod {} waited over {PENDING_WITH_ROOM:?} while a Node of the pool was idle in Slurm",
+                    pod.name_any()
+                ));
+            }
+        }
+        waiting.len()
+    }
+
+    /// After the workload is gone: within [`SETTLE`], no live placeholder of the run is left.
+    pub async fn at_end(&mut self, world: &World, workload: &Workload) {
+        let settled = sunk_e2e::wait_for("no live placeholder left", SETTLE, || async {
+            let jobs = world.cluster.jobs_in_namespace().await.ok()?;
+            let live: Vec<u32> =
+                jobs.iter().filter(|(_, job)| job.state() != JobState::Ended).map(|(_, job)| job.job_id).collect();
+            live.is_empty().then_some(())
+        })
+        .await;
+        if settled.is_err() {
+            let jobs = world.cluster.jobs_in_namespace().await.unwrap_or_default();
+            let live: Vec<String> = jobs
+                .iter()
+                .filter(|(_, job)| job.state() != JobState::Ended)
+                .map(|(pod, job)| format!("{} ({})", job.job_id, pod.name))
+                .collect();
+            self.violation(format!("live placeholders without pods {SETTLE:?} after the end: {live:?}"));
+        }
+        if let Ok(JobsPage::All { jobs, .. }) = world.cluster.slurm.jobs(None).await {
+            self.no_batch_job_cancelled(&jobs, workload);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! A chaos run with invariants on the local cluster (not a test: it prints figures, and exits non-zero
+//! when an invariant was broken). The chart's host, two replicas behind a Lease, keeps a NodeSet over
+//! three Nodes and schedules a steady stream of pods (singles that run a few seconds, two-pod gangs,
+//! pods deleted while they run) beside Slurm batch jobs, while faults are injected one after another
+//! (see `faults`): the leader killed or frozen past its Lease, slurmctld, slurmrestd, the API server
+//! or a kubelet restarted, a slurmd pod deleted, a Node cordoned. The invariants (see `invariants`)
+//! are checked on every sample and at the end.
+//!
+//! `cargo build -p sunk && cargo run -p sunk-e2e --bin chaos -- [--minutes 3] [--seed 1]`, with the
+//! cluster up (tests/cluster/up.sh; the host image is the one up.sh built).
+
+mod faults;
+mod invariants;
+mod random;
+mod report;
+mod workload;
+mod world;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use faults::Fault;
+use invariants::Invariants;
+use random::Random;
+use workload::Workload;
+
+struct Args {
+    minutes: f64,
+    seed: u64,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut args = Args { minutes: 3.0, seed: 1 };
+    let mut words = std::env::args().skip(1);
+    while let Some(flag) = words.next() {
+        let value = words.next().with_context(|| format!("a value after {flag}"))?;
+        match flag.as_str() {
+            "--minutes" => args.minutes = value.parse()?,
+            "--seed" => args.seed = value.parse()?,
+            other => anyhow::bail!("unknown flag {other}"),
+        }
+    }
+    Ok(args)
+}
+
+/// How often the workload acts and the invariants are sampled.
+const TICK: Duration = Duration::from_secs(2);
+/// The quiet time between one fault's recovery and the next fault.
+const BETWEEN_FAULTS: (u64, u64) = (5, 15);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = args()?;
+    let world = world::World::up().await?;
+    let outcome = run(&world, &args).await;
+    let teardown = world.down().await;
+    let report = outcome?;
+    println!("{report}");
+    teardown?;
+    anyhow::ensure!(report.violations.is_empty(), "{} invariant violations", report.violations.len());
+    Ok(())
+}
+
+async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report> {
+    let mut random = Random::new(args.seed);
+    let mut workload = Workload::new();
+    let mut invariants = Invariants::new();
+    let mut recoveries: Vec<(Fault, Option<Duration>)> = Vec::new();
+    let started = Instant::now();
+    let end = started + Duration::from_secs_f64(args.minutes * 60.0);
+    let mut next_fault = Instant::now() + Duration::from_secs(10);
+    let mut in_flight: Option<faults::Injected> = None;
+    let order = Fault::shuffled(&mut random);
+    let mut injected_count = 0;
+    while Instant::now() < end {
+        workload.tick(world, &mut random).await;
+        let sample = invariants.sample(world, &workload).await;
+        if let Some(mut injected) = in_flight.take() {
+            match injected.recovered(world, sample.as_ref()).await {
+                Some(took) => {
+                    recoveries.push((injected.fault, Some(took)));
+                    invariants.quiet_since(Instant::now());
+                    next_fault = Instant::now() + Duration::from_secs(random.between(BETWEEN_FAULTS));
+                }
+                None if injected.started.elapsed() > faults::RECOVERY_LIMIT => {
+                    invariants.violation(format!(
+                        "{} not recovered within {:?}",
+                        injected.fault,
+                        faults::RECOVERY_LIMIT
+                    ));
+                    recoveries.push((injected.fault, None));
+                    next_fault = Instant::now();
+                }
+                None => in_flight = Some(injected),
+            }
+        } else if Instant::now() >= next_fault {
+            let fault = order[injected_count % order.len()];
+            injected_count += 1;
+            eprintln!("[{:>5.0}s] injecting: {fault}", started.elapsed().as_secs_f64());
+            invariants.fault_began();
+            match faults::inject(world, fault, &mut random, &mut invariants).await {
+                Ok(injected) => in_flight = Some(injected),
+                Err(error) => anyhow::bail!("injecting {fault}: {error:#}"),
+            }
+        }
+        tokio::time::sleep(TICK).await;
+    }
+    if let Some(mut injected) = in_flight.take() {
+        // The last fault still gets its time to recover: the run ends on a whole system.
+        let took = loop {
+            let sample = invariants.sample(world, &workload).await;
+            if let Some(took) = injected.recovered(world, sample.as_ref()).await {
+                break Some(took);
+            }
+            if injected.started.elapsed() > faults::RECOVERY_LIMIT {
+                invariants.violation(format!("{} not recovered within {:?}", injected.fault, faults::RECOVERY_LIMIT));
+                break None;
+            }
+            tokio::time::sleep(TICK).await;
+        };
+        recoveries.push((injected.fault, took));
+    }
+    workload.stop_and_clean(world).await?;
+    invariants.at_end(world, &workload).await;
+    Ok(report::Report {
+        minutes: started.elapsed().as_secs_f64() / 60.0,
+        seed: args.seed,
+        recoveries,
+        counts: workload.counts().clone(),
+        violations: invariants.into_violations(),
+    })
+}

@@ -1,0 +1,67 @@
+//! What a chaos run prints: the faults by kind with their recovery times, the work done, and every
+//! invariant violation (there must be none).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::faults::Fault;
+use crate::workload::Counts;
+
+pub struct Report {
+    pub minutes: f64,
+    pub seed: u64,
+    pub recoveries: Vec<(Fault, Option<Duration>)>,
+    pub counts: Counts,
+    pub violations: Vec<String>,
+}
+
+/// The value at quantile `q` of sorted `values` (nearest rank).
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "chaos run: {:.1} minutes, seed {}", self.minutes, self.seed)?;
+        writeln!(f)?;
+        writeln!(f, "| fault | injected | recovered | recovery p50 | recovery p99 |")?;
+        writeln!(f, "|---|---:|---:|---:|---:|")?;
+        let mut by_kind: BTreeMap<Fault, Vec<Option<Duration>>> = BTreeMap::new();
+        for (fault, took) in &self.recoveries {
+            by_kind.entry(*fault).or_default().push(*took);
+        }
+        for (fault, takes) in by_kind {
+            let mut recovered: Vec<Duration> = takes.iter().flatten().copied().collect();
+            recovered.sort();
+            let figure = |q| {
+                if recovered.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.1} s", quantile(&recovered, q).as_secs_f64())
+                }
+            };
+            writeln!(f, "| {fault} | {} | {} | {} | {} |", takes.len(), recovered.len(), figure(0.5), figure(0.99))?;
+        }
+        let c = &self.counts;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "work: {} pods ({} in {} gangs), {} bound, {} succeeded, {} deleted while running, {} failed; {} Slurm batch jobs",
+            c.pods,
+            c.gangs * 2,
+            c.gangs,
+            c.bound,
+            c.succeeded,
+            c.deleted_running,
+            c.failed,
+            c.batch_jobs
+        )?;
+        writeln!(f, "invariant violations: {}", self.violations.len())?;
+        for violation in &self.violations {
+            writeln!(f, "- {violation}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,82 @@
+//! What a chaos run plays on: a namespace of its own, the chart's host installed into it (two
+//! replicas behind a Lease, NodeSet controller, Syncer and scheduler), and a NodeSet of slurmd pods
+//! over three Nodes of the local cluster.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ListParams};
+use sunk_e2e::{Cluster, NodeGuard, create_nodeset, slurm_node, wait_for};
+
+pub const POOL_LABEL: &str = "sunk.dev/e2e-pool";
+pub const POOL: [&str; 3] = ["kube-node-3", "kube-node-4", "kube-node-5"];
+const REGISTER: Duration = Duration::from_secs(120);
+
+pub struct World {
+    pub cluster: Cluster,
+    pub release: String,
+    /// Takes the pool's label off its Nodes when the run ends.
+    _pool: NodeGuard,
+}
+
+impl World {
+    pub async fn up() -> anyhow::Result<Self> {
+        let cluster = Cluster::connect("chaos").await?;
+        cluster.create_slurm_key_secret("slurm-key").await?;
+        let nodes = NodeGuard::new(&POOL);
+        for node in POOL {
+            nodes.label(node, (POOL_LABEL, &cluster.namespace))?;
+        }
+        let namespace = format!("nodesetController.namespace={}", cluster.namespace);
+        let values = [
+            "nodesetController.enabled=true",
+            &namespace,
+            "replicas=2",
+            "leaderElection.enabled=true",
+            "slurm.slurmctldAddress=slurmctld.slurm.svc.cluster.local:6817",
+            "slurm.keySecret=slurm-key",
+        ];
+        let extra: Vec<&str> = values.iter().flat_map(|value| ["--set", value]).collect();
+        let release = cluster.install_host_chart(&extra).await?;
+        // slurmd asks the kubelet for no CPU (its 1-CPU limit is what Slurm gets): a pod bound while
+        // the one before it on the Node still terminates is not refused for CPU.
+        let nodeset = serde_json::json!({"template": {"spec": {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "slurmd", "image": sunk_e2e::slurmd_image(), "securityContext": {"privileged": true},
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "0"}}}]
+        }}});
+        create_nodeset(&cluster, "pool", (POOL_LABEL, &cluster.namespace), nodeset).await?;
+        let world = Self { cluster, release, _pool: nodes };
+        for node in POOL {
+            wait_for(&format!("Slurm node {node} to register IDLE from the run's NodeSet"), REGISTER, || async {
+                let found = slurm_node(&world.cluster, node).await.ok()??;
+                (found.state.first().map(String::as_str) == Some("IDLE")
+                    && found.comment.contains(&world.cluster.namespace))
+                .then_some(())
+            })
+            .await?;
+        }
+        wait_for("a leader", Duration::from_secs(60), || async { world.leader().await }).await?;
+        Ok(world)
+    }
+
+    /// The pod that holds the host's Lease now, if one does.
+    pub async fn leader(&self) -> Option<String> {
+        let leases: Api<Lease> = Api::namespaced(self.cluster.kube.clone(), &self.cluster.namespace);
+        let listed = leases.list(&ListParams::default()).await.ok()?;
+        let spec = listed.items.into_iter().next()?.spec?;
+        let renewed = spec.renew_time?.0;
+        let held_for = Duration::from_secs(u64::try_from(spec.lease_duration_seconds?).ok()?);
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(renewed);
+        (age.as_secs_f64() < held_for.as_secs_f64()).then_some(spec.holder_identity?)
+    }
+
+    pub async fn down(self) -> anyhow::Result<()> {
+        for node in POOL {
+            let _ = sunk_e2e::kubectl(&["uncordon", node]).output();
+        }
+        // The Cluster's own cleanup (when dropped) removes the NodeSet, the pods, the jobs and the
+        // Slurm nodes; the hosts go first so that none acts on the way.
+        self.cluster.uninstall_host_chart(&self.release).await
+    }
+}
