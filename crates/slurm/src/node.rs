@@ -73,6 +73,11 @@ impl NodeFlags<'_> {
         self.has("ALLOCATED") || self.has("MIXED") || self.has("COMPLETING")
     }
 
+    /// Holds no running job, only ended ones Slurm is still cleaning up after (their epilogs).
+    pub fn only_completing(&self) -> bool {
+        self.has("COMPLETING") && !self.has("ALLOCATED") && !self.has("MIXED")
+    }
+
     /// Drain requested and not being undone.
     pub fn is_draining(&self) -> bool {
         self.has("DRAIN") && !self.has("UNDRAIN")
@@ -143,6 +148,11 @@ pub struct NodeUpdate {
 impl NodeUpdate {
     pub fn drain(reason: &str) -> Self {
         Self { state: vec!["DRAIN".into()], reason: Some(reason.to_owned()), comment: None }
+    }
+
+    /// Marks the node DOWN: slurmctld ends what still runs there and lets go of completing jobs.
+    pub fn down(reason: &str) -> Self {
+        Self { state: vec!["DOWN".into()], reason: Some(reason.to_owned()), comment: None }
     }
 
     /// Undoes a drain. UNDRAIN (unlike RESUME) is idempotent and leaves DOWN alone.

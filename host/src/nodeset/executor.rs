@@ -48,6 +48,13 @@ async fn take(ctx: &Context, pass: &Pass<'_>, step: &Step) -> Result<(), Error> 
             let note = format!("deleted the record of Slurm node {slurm_node}: its pod is gone and no job holds it");
             ctx.publish(nodeset, false, "SlurmNodeDeleted", "Delete", note).await;
         }
+        Step::ReleaseCompleting { slurm_node } => {
+            let reason = "sunk: its slurmd pod is gone; releasing the jobs left completing there";
+            ctx.slurm.update_node(slurm_node, &NodeUpdate::down(reason)).await?;
+            let note =
+                format!("marked Slurm node {slurm_node} DOWN: its slurmd pod is gone and only completing jobs held it");
+            ctx.publish(nodeset, true, "CompletingJobsReleased", "Release", note).await;
+        }
         Step::DeletePod { pod, uid, cause, forced } => {
             delete_pod(ctx, nodeset, pod, uid).await?;
             let (reason, note) = if let Cause::PodFinished(_) = cause {

@@ -89,6 +89,12 @@ pub enum Step {
     DeleteSlurmNode {
         slurm_node: String,
     },
+    /// A dynamic node of ours whose pod is gone and whose slurmd no longer answers holds only
+    /// completing jobs, which cannot complete without that slurmd: mark it DOWN so that slurmctld
+    /// lets them go now rather than after SlurmdTimeout, and its record can go.
+    ReleaseCompleting {
+        slurm_node: String,
+    },
     /// The Slurm node is drained and idle (or gone, or `force` after the drain timeout).
     DeletePod {
         pod: String,
@@ -126,6 +132,9 @@ impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Step::DeleteSlurmNode { slurm_node } => write!(f, "delete Slurm node {slurm_node}"),
+            Step::ReleaseCompleting { slurm_node } => {
+                write!(f, "mark Slurm node {slurm_node} DOWN to release its completing jobs")
+            }
             Step::DeletePod { pod, cause, forced: false, .. } => write!(f, "delete pod {pod} ({cause})"),
             Step::DeletePod { pod, cause, forced: true, .. } => write!(f, "force-delete pod {pod} ({cause})"),
             Step::Drain { slurm_node, cause, .. } => write!(f, "drain Slurm node {slurm_node} ({cause})"),
@@ -139,7 +148,7 @@ impl fmt::Display for Step {
 impl Step {
     fn rank(&self) -> u8 {
         match self {
-            Step::DeleteSlurmNode { .. } => 0,
+            Step::DeleteSlurmNode { .. } | Step::ReleaseCompleting { .. } => 0,
             Step::DeletePod { .. } => 1,
             Step::Drain { .. } => 2,
             Step::Undrain { .. } => 3,

@@ -13,6 +13,9 @@
 //!   only a drain whose reason is still the one the NodeSet set is ever undone.
 //! - A Slurm record is deleted only once its pod is gone, no job holds it, and it is dynamic; a
 //!   replacement pod is created only once the old record is gone, so new CPUs/GRES take effect.
+//!   A record whose pod is gone, whose slurmd does not answer and that holds only completing jobs is
+//!   marked DOWN first: nothing runs there, and those jobs would otherwise hold it (and keep its
+//!   Node without slurmd) until slurmctld's SlurmdTimeout.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -324,7 +327,11 @@ fn clean_records(input: &PlanInput, targets: &[&Target], plan: &mut Plan) {
         if !ours || input.pods.iter().any(|pod| pod.slurm_node == record.name) {
             continue;
         }
-        if record.flags().is_busy() {
+        let flags = record.flags();
+        if flags.is_busy() && flags.only_completing() && !flags.is_responsive() && flags.is_dynamic() {
+            // Its slurmd is gone with its pod: the epilogs that would complete these jobs never run.
+            plan.step(Step::ReleaseCompleting { slurm_node: record.name.clone() });
+        } else if flags.is_busy() {
             let why = format!("Slurm node {} has no pod left but a job still holds it", record.name);
             plan.wait(why, Some(WAIT_RECHECK));
         } else if !record.flags().is_dynamic() {

@@ -155,6 +155,7 @@ fn steps(plan: &Plan) -> Vec<String> {
             Step::DeletePod { pod, forced: true, .. } => Some(format!("force-delete {pod}")),
             Step::DeletePod { pod, .. } => Some(format!("delete {pod}")),
             Step::DeleteSlurmNode { slurm_node } => Some(format!("forget {slurm_node}")),
+            Step::ReleaseCompleting { slurm_node } => Some(format!("release {slurm_node}")),
             Step::SetOwner { .. } => None,
         })
         .collect()
@@ -363,6 +364,34 @@ fn the_old_record_goes_before_a_replacement_starts() {
     let plan = busy.plan();
     assert!(steps(&plan).is_empty());
     assert!(plan.waiting.iter().any(|w| w.contains("job still holds it")));
+}
+
+/// Found by the chaos run: a slurmd pod deleted under a running job left its node COMPLETING, which
+/// only its (gone) slurmd could end, so the Node had no slurmd until slurmctld's SlurmdTimeout.
+#[test]
+fn a_record_left_completing_by_a_gone_slurmd_is_marked_down_and_only_that() {
+    let world = World::new(&["a"]);
+    let comment = world.owner_comment(&pod("a"));
+    let record = |state: &[&str]| Node {
+        name: "a".into(),
+        state: state.iter().map(|flag| flag.to_string()).collect(),
+        comment: comment.clone(),
+        ..Default::default()
+    };
+    let cases: [(&[&str], &str); 5] = [
+        (&["IDLE", "DRAIN", "COMPLETING", "NOT_RESPONDING", "DYNAMIC_NORM"], "release a"),
+        // Its slurmd may still answer (a pod object gone before its containers): wait.
+        (&["IDLE", "COMPLETING", "DYNAMIC_NORM"], ""),
+        // A job still runs there: never.
+        (&["MIXED", "COMPLETING", "NOT_RESPONDING", "DYNAMIC_NORM"], ""),
+        (&["ALLOCATED", "NOT_RESPONDING", "DYNAMIC_NORM"], ""),
+        // A static node is not ours to mark.
+        (&["IDLE", "COMPLETING", "NOT_RESPONDING"], ""),
+    ];
+    for (state, expected) in cases {
+        let plan = World::new(&["a"]).with_slurm([record(state)]).plan();
+        assert_eq!(steps(&plan).join(","), expected, "{state:?}: {plan:?}");
+    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use sunk_e2e::{Frozen, kubectl, restart_component};
@@ -42,10 +43,41 @@ impl Fault {
         Fault::CordonNode,
     ];
 
-    /// Every kind, in an order the seed shuffles: the run injects them in turn, so that even a short
-    /// run injects each kind once.
-    pub fn shuffled(random: &mut Random) -> [Fault; 8] {
-        let mut order = Self::ALL;
+    /// The name `--faults` takes.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Fault::KillLeader => "kill-leader",
+            Fault::FreezeLeader => "freeze-leader",
+            Fault::RestartSlurmctld => "restart-slurmctld",
+            Fault::RestartSlurmrestd => "restart-slurmrestd",
+            Fault::RestartApiServer => "restart-apiserver",
+            Fault::RestartKubelet => "restart-kubelet",
+            Fault::DeleteSlurmdPod => "delete-slurmd-pod",
+            Fault::CordonNode => "cordon-node",
+        }
+    }
+
+    /// The kinds `--faults` names: `all`, `none`, or a comma list of [`Fault::flag`]s.
+    pub fn parse_list(list: &str) -> anyhow::Result<Vec<Fault>> {
+        match list {
+            "all" => Ok(Self::ALL.to_vec()),
+            "none" => Ok(Vec::new()),
+            _ => list
+                .split(',')
+                .map(|name| {
+                    Self::ALL.into_iter().find(|fault| fault.flag() == name).ok_or_else(|| {
+                        let known: Vec<&str> = Self::ALL.iter().map(|fault| fault.flag()).collect();
+                        anyhow::anyhow!("unknown fault {name:?} (known: all, none, {})", known.join(", "))
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The kinds `chosen`, in an order the seed shuffles: the run injects them in turn, so that even
+    /// a short run injects each kind once.
+    pub fn shuffled(chosen: &[Fault], random: &mut Random) -> Vec<Fault> {
+        let mut order = chosen.to_vec();
         for i in (1..order.len()).rev() {
             let j = usize::try_from(random.between((0, i as u64))).unwrap_or_default();
             order.swap(i, j);
@@ -84,6 +116,12 @@ pub struct Injected {
     pub fault: Fault,
     pub started: Instant,
     undo: Option<Undo>,
+    /// When the fault ended (at once, or when it was undone): recovery is timed from here.
+    ended: (Instant, Timestamp),
+    /// The Node whose kubelet was restarted.
+    kubelet: Option<String>,
+    /// What the system lacked at the last look (`None` before the fault was undone).
+    not_yet: Option<String>,
 }
 
 pub async fn inject(
@@ -94,6 +132,7 @@ pub async fn inject(
 ) -> anyhow::Result<Injected> {
     let started = Instant::now();
     let mut undo = None;
+    let mut kubelet = None;
     match fault {
         Fault::KillLeader => signal_leader(world, "KILL").await?,
         Fault::FreezeLeader => {
@@ -106,6 +145,7 @@ pub async fn inject(
         Fault::RestartKubelet => {
             let node = random.pick(&POOL).copied().unwrap_or(POOL[0]);
             restart_component(&format!("kubelet-{node}"), "KILL").await?;
+            kubelet = Some(node.to_string());
         }
         Fault::DeleteSlurmdPod => {
             let label = sunk::scheduler::SLURM_NODE_LABEL;
@@ -120,32 +160,67 @@ pub async fn inject(
             undo = Some(Undo::Uncordon(node.to_string(), started + CORDONED_FOR));
         }
     }
-    Ok(Injected { fault, started, undo })
+    Ok(Injected { fault, started, undo, ended: (Instant::now(), Timestamp::now()), kubelet, not_yet: None })
 }
 
 impl Injected {
-    /// How long recovery took, once the fault is undone and the system whole again (judged on the
-    /// latest sample); `None` until then.
+    /// How long recovery took from the fault's end, once it is undone and the system whole again
+    /// (judged on the latest sample); `None` until then.
     pub async fn recovered(&mut self, world: &World, sample: Option<&Sample>) -> Option<Duration> {
-        match &self.undo {
-            Some(Undo::Thaw { at, .. } | Undo::Uncordon(_, at)) if Instant::now() < *at => return None,
-            Some(Undo::Uncordon(node, _)) => {
+        if let Some(Undo::Thaw { at, .. } | Undo::Uncordon(_, at)) = &self.undo {
+            if Instant::now() < *at {
+                return None;
+            }
+            if let Some(Undo::Uncordon(node, _)) = &self.undo {
                 run_kubectl(&["uncordon", node]).ok()?;
-                self.undo = None;
-                return None;
             }
-            Some(Undo::Thaw { .. }) => {
-                // Dropping the guard sends SIGCONT.
-                self.undo = None;
-                return None;
-            }
-            None => {}
+            // Dropping a Thaw sends SIGCONT.
+            self.undo = None;
+            self.ended = (Instant::now(), Timestamp::now());
+            return None;
         }
-        let whole = world.cluster.kube.apiserver_version().await.is_ok()
-            && world.cluster.slurm.ping().await.is_ok()
-            && world.leader().await.is_some()
-            && sample.is_some_and(|sample| sample.pending_with_room == 0);
-        whole.then(|| self.started.elapsed())
+        self.not_yet = self.missing(world, sample).await;
+        self.not_yet.is_none().then(|| self.ended.0.elapsed())
+    }
+
+    /// What the system still lacks after this fault, if anything.
+    async fn missing(&self, world: &World, sample: Option<&Sample>) -> Option<String> {
+        let since = self.ended.1;
+        // A fault of the leader or of the API server is over once a host renews the Lease after it.
+        let leading = match self.fault {
+            Fault::KillLeader | Fault::FreezeLeader | Fault::RestartApiServer => {
+                world.lease_renewed_since(Some(since)).await.is_some()
+            }
+            _ => world.leader().await.is_some(),
+        };
+        if !leading {
+            return Some("no host has renewed the Lease".into());
+        }
+        if let Some(node) = &self.kubelet
+            && !world.kubelet_renewed_since(node, since).await
+        {
+            return Some(format!("the kubelet of {node} has not renewed its Node Lease"));
+        }
+        if world.cluster.kube.apiserver_version().await.is_err() {
+            return Some("the API server does not answer".into());
+        }
+        if world.cluster.slurm.ping().await.is_err() {
+            return Some("slurmrestd does not answer".into());
+        }
+        let Some(sample) = sample else { return Some("the last sample could not be taken".into()) };
+        if sample.pool_nodes_usable < POOL.len() {
+            return Some(format!(
+                "{} of the pool's Slurm nodes take jobs: {}",
+                sample.pool_nodes_usable, sample.pool_states
+            ));
+        }
+        (sample.pending_with_room > 0)
+            .then(|| format!("{} pods wait while a Node of the pool is idle in Slurm", sample.pending_with_room))
+    }
+
+    /// What the system still lacked at the last look.
+    pub fn not_yet(&self) -> &str {
+        self.not_yet.as_deref().unwrap_or("undone")
     }
 }
 

@@ -32,10 +32,22 @@ fn free(node: &sunk::slurm::Node) -> bool {
     state == "IDLE" && flags.iter().all(|flag| flag == "DYNAMIC_NORM")
 }
 
+/// A node that takes jobs: up, and neither drained nor unresponsive.
+fn usable(node: &sunk::slurm::Node) -> bool {
+    let Some((state, flags)) = node.state.split_first() else { return false };
+    let unusable = ["DRAIN", "NOT_RESPONDING", "POWERED_DOWN", "POWERING_UP", "FAIL", "MAINTENANCE"];
+    matches!(state.as_str(), "IDLE" | "ALLOCATED" | "MIXED")
+        && !flags.iter().any(|flag| unusable.contains(&flag.as_str()))
+}
+
 /// What one sample saw that a fault's recovery is judged by.
 pub struct Sample {
     /// Pods of the workload waiting while a Node of the pool is idle in Slurm.
     pub pending_with_room: usize,
+    /// Slurm nodes of the pool registered and taking jobs (not down, drained or unresponsive).
+    pub pool_nodes_usable: usize,
+    /// The pool's Slurm nodes and their states, to say why a recovery waits.
+    pub pool_states: String,
 }
 
 pub struct Invariants {
@@ -112,7 +124,14 @@ impl Invariants {
             .collect();
         self.slurmd_pods_kept(&pods, &nodes);
         let pending_with_room = self.no_wait_with_room(&pods, workload, !idle.is_empty());
-        Some(Sample { pending_with_room })
+        let pool_nodes_usable = nodes.iter().filter(|node| POOL.contains(&node.name.as_str()) && usable(node)).count();
+        let pool_states = nodes
+            .iter()
+            .filter(|node| POOL.contains(&node.name.as_str()))
+            .map(|node| format!("{} {}", node.name, node.state.join("+")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(Sample { pending_with_room, pool_nodes_usable, pool_states })
     }
 
     fn one_live_job_per_pod(&mut self, placeholders: &[(sunk::scheduler::PodKey, Job)]) {

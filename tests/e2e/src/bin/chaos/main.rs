@@ -6,8 +6,8 @@
 //! or a kubelet restarted, a slurmd pod deleted, a Node cordoned. The invariants (see `invariants`)
 //! are checked on every sample and at the end.
 //!
-//! `cargo build -p sunk && cargo run -p sunk-e2e --bin chaos -- [--minutes 3] [--seed 1]`, with the
-//! cluster up (tests/cluster/up.sh; the host image is the one up.sh built).
+//! `cargo run -p sunk-e2e --bin chaos -- [--minutes 3] [--seed 1] [--faults all|none|<kind>,...]`,
+//! with the cluster up (tests/cluster/up.sh; the host image is the one up.sh built).
 
 mod faults;
 mod invariants;
@@ -28,16 +28,18 @@ use workload::Workload;
 struct Args {
     minutes: f64,
     seed: u64,
+    faults: Vec<Fault>,
 }
 
 fn args() -> anyhow::Result<Args> {
-    let mut args = Args { minutes: 3.0, seed: 1 };
+    let mut args = Args { minutes: 3.0, seed: 1, faults: Fault::ALL.to_vec() };
     let mut words = std::env::args().skip(1);
     while let Some(flag) = words.next() {
         let value = words.next().with_context(|| format!("a value after {flag}"))?;
         match flag.as_str() {
             "--minutes" => args.minutes = value.parse()?,
             "--seed" => args.seed = value.parse()?,
+            "--faults" => args.faults = Fault::parse_list(&value)?,
             other => anyhow::bail!("unknown flag {other}"),
         }
     }
@@ -71,7 +73,7 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
     let end = started + Duration::from_secs_f64(args.minutes * 60.0);
     let mut next_fault = Instant::now() + Duration::from_secs(10);
     let mut in_flight: Option<faults::Injected> = None;
-    let order = Fault::shuffled(&mut random);
+    let order = Fault::shuffled(&args.faults, &mut random);
     let mut injected_count = 0;
     while Instant::now() < end {
         workload.tick(world, &mut random).await;
@@ -94,7 +96,7 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
                 }
                 None => in_flight = Some(injected),
             }
-        } else if Instant::now() >= next_fault {
+        } else if Instant::now() >= next_fault && !order.is_empty() {
             let fault = order[injected_count % order.len()];
             injected_count += 1;
             eprintln!("[{:>5.0}s] injecting: {fault}", started.elapsed().as_secs_f64());
@@ -114,7 +116,12 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
                 break Some(took);
             }
             if injected.started.elapsed() > faults::RECOVERY_LIMIT {
-                invariants.violation(format!("{} not recovered within {:?}", injected.fault, faults::RECOVERY_LIMIT));
+                let why = injected.not_yet().to_string();
+                invariants.violation(format!(
+                    "{} not recovered within {:?}: {why}",
+                    injected.fault,
+                    faults::RECOVERY_LIMIT
+                ));
                 break None;
             }
             tokio::time::sleep(TICK).await;

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use sunk_e2e::{Cluster, NodeGuard, create_nodeset, slurm_node, wait_for};
 
@@ -62,13 +63,26 @@ impl World {
 
     /// The pod that holds the host's Lease now, if one does.
     pub async fn leader(&self) -> Option<String> {
+        self.lease_renewed_since(None).await
+    }
+
+    /// The pod that holds the host's Lease and renewed it after `after` (any time if `None`).
+    pub async fn lease_renewed_since(&self, after: Option<Timestamp>) -> Option<String> {
         let leases: Api<Lease> = Api::namespaced(self.cluster.kube.clone(), &self.cluster.namespace);
         let listed = leases.list(&ListParams::default()).await.ok()?;
         let spec = listed.items.into_iter().next()?.spec?;
         let renewed = spec.renew_time?.0;
         let held_for = Duration::from_secs(u64::try_from(spec.lease_duration_seconds?).ok()?);
-        let age = k8s_openapi::jiff::Timestamp::now().duration_since(renewed);
-        (age.as_secs_f64() < held_for.as_secs_f64()).then_some(spec.holder_identity?)
+        let age = Timestamp::now().duration_since(renewed);
+        let fresh = age.as_secs_f64() < held_for.as_secs_f64() && after.is_none_or(|after| renewed > after);
+        fresh.then_some(spec.holder_identity?)
+    }
+
+    /// Whether the kubelet of `node` renewed its Node Lease after `after`.
+    pub async fn kubelet_renewed_since(&self, node: &str, after: Timestamp) -> bool {
+        let leases: Api<Lease> = Api::namespaced(self.cluster.kube.clone(), "kube-node-lease");
+        let Ok(lease) = leases.get(node).await else { return false };
+        lease.spec.and_then(|spec| spec.renew_time).is_some_and(|renewed| renewed.0 > after)
     }
 
     pub async fn down(self) -> anyhow::Result<()> {
