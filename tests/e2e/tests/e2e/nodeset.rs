@@ -183,6 +183,38 @@ async fn a_node_that_stops_matching_is_drained_and_released_only_after_its_job_e
     wait_released(&cluster, "kube-node-3", "once the job ended").await
 }
 
+/// Found by the chaos run: a job that ends after its slurmd pod was deleted stays COMPLETING on a
+/// node whose slurmd is gone, which only slurmctld's SlurmdTimeout (5 minutes) would end, and the
+/// Node had no slurmd meanwhile. Nothing runs there, so the NodeSet marks the node DOWN, its record
+/// goes, and a new slurmd pod registers it again at once.
+#[tokio::test]
+async fn a_node_left_completing_by_a_deleted_slurmd_pod_gets_a_new_one_at_once() -> anyhow::Result<()> {
+    let (cluster, _nodes) = one_node_nodeset("nodeset-lost", "kube-node-5", "lost").await?;
+    let job = run_job_on(&cluster, "kube-node-5").await?;
+    let old = pod_on(&cluster, "kube-node-5").await?.expect("the slurmd pod");
+    let old_uid = old.metadata.uid.clone().unwrap_or_default();
+    cluster.delete_pod(&old.metadata.name.clone().unwrap_or_default()).await?;
+    wait_for("the deleted slurmd pod to be gone", REGISTER, || async {
+        let pod = pod_on(&cluster, "kube-node-5").await.ok()?;
+        pod.is_none_or(|pod| pod.metadata.uid.as_deref() != Some(old_uid.as_str())).then_some(())
+    })
+    .await?;
+    // Its end cannot complete: the slurmd that would run the epilog and report back is gone.
+    in_slurm_root(&["scancel", &job])?;
+    // Registered again by a new pod, and owned (so that the test's cleanup finds it).
+    wait_for("a new slurmd pod to register the node IDLE again", REGISTER, || async {
+        let pod = pod_on(&cluster, "kube-node-5").await.ok()??;
+        let node = slurm_node(&cluster, "kube-node-5").await.ok()??;
+        let idle = node.state.first().map(String::as_str) == Some("IDLE") && !node.flags().is_busy();
+        let owned = node.comment.contains(pod.metadata.uid.as_deref().unwrap_or("-"));
+        (pod.metadata.uid.as_deref() != Some(old_uid.as_str()) && idle && owned).then_some(())
+    })
+    .await?;
+    let events = cluster.events_in(&cluster.namespace, "lost").await?;
+    assert!(events.iter().any(|(reason, _)| reason == "CompletingJobsReleased"), "{events:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn nothing_is_removed_while_slurm_cannot_be_read() -> anyhow::Result<()> {
     let (cluster, nodes) = one_node_nodeset("nodeset-closed", "kube-node-4", "closed").await?;

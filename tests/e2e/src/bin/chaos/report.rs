@@ -58,6 +58,9 @@ impl fmt::Display for Report {
             c.failed,
             c.batch_jobs
         )?;
+        if !c.failed_because.is_empty() {
+            writeln!(f, "failed pods by reason: {:?}", c.failed_because)?;
+        }
         writeln!(f, "invariant violations: {}", self.violations.len())?;
         for violation in &self.violations {
             writeln!(f, "- {violation}")?;

@@ -39,8 +39,9 @@ pub struct Counts {
     pub bound: usize,
     pub succeeded: usize,
     pub deleted_running: usize,
-    /// Pods the kubelet refused or that failed (not an invariant: reported).
+    /// Pods the kubelet refused or that failed (not an invariant: reported), by reason.
     pub failed: usize,
+    pub failed_because: std::collections::BTreeMap<String, usize>,
     pub batch_jobs: usize,
 }
 
@@ -97,7 +98,12 @@ impl Workload {
             tracked.deleted = true;
             match phase {
                 "Succeeded" => self.counts.succeeded += 1,
-                "Failed" => self.counts.failed += 1,
+                "Failed" => {
+                    self.counts.failed += 1;
+                    let status = seen.status.as_ref();
+                    let reason = status.and_then(|status| status.reason.clone()).unwrap_or_else(|| "no reason".into());
+                    *self.counts.failed_because.entry(reason).or_default() += 1;
+                }
                 _ => self.counts.deleted_running += 1,
             }
         }
