@@ -238,7 +238,7 @@ async fn signal_leader(world: &World, signal: &str) -> anyhow::Result<()> {
 
 /// The host process of the pod `pod` (its Lease identity is its pod name, in its environment): the
 /// Nodes' containers are processes of this machine.
-fn host_process(pod: &str) -> Option<i32> {
+pub fn host_process(pod: &str) -> Option<i32> {
     let wanted = format!("POD_NAME={pod}");
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
         let pid: i32 = entry.file_name().to_str()?.parse().ok()?;

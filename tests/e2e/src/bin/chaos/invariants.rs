@@ -48,6 +48,8 @@ pub struct Sample {
     pub pool_nodes_usable: usize,
     /// The pool's Slurm nodes and their states, to say why a recovery waits.
     pub pool_states: String,
+    /// Every job slurmrestd lists (any state, anyone's).
+    pub slurm_jobs: u64,
 }
 
 pub struct Invariants {
@@ -131,7 +133,8 @@ impl Invariants {
             .map(|node| format!("{} {}", node.name, node.state.join("+")))
             .collect::<Vec<_>>()
             .join(", ");
-        Some(Sample { pending_with_room, pool_nodes_usable, pool_states })
+        let slurm_jobs = jobs.len() as u64;
+        Some(Sample { pending_with_room, pool_nodes_usable, pool_states, slurm_jobs })
     }
 
     fn one_live_job_per_pod(&mut self, placeholders: &[(sunk::scheduler::PodKey, Job)]) {

@@ -10,6 +10,7 @@
 //! with the cluster up (tests/cluster/up.sh; the host image is the one up.sh built).
 
 mod faults;
+mod gauges;
 mod invariants;
 mod random;
 mod report;
@@ -29,10 +30,12 @@ struct Args {
     minutes: f64,
     seed: u64,
     faults: Vec<Fault>,
+    /// Where to write the gauges' readings (CSV, and an SVG plot beside it).
+    gauges: Option<std::path::PathBuf>,
 }
 
 fn args() -> anyhow::Result<Args> {
-    let mut args = Args { minutes: 3.0, seed: 1, faults: Fault::ALL.to_vec() };
+    let mut args = Args { minutes: 3.0, seed: 1, faults: Fault::ALL.to_vec(), gauges: None };
     let mut words = std::env::args().skip(1);
     while let Some(flag) = words.next() {
         let value = words.next().with_context(|| format!("a value after {flag}"))?;
@@ -40,6 +43,7 @@ fn args() -> anyhow::Result<Args> {
             "--minutes" => args.minutes = value.parse()?,
             "--seed" => args.seed = value.parse()?,
             "--faults" => args.faults = Fault::parse_list(&value)?,
+            "--gauges" => args.gauges = Some(value.into()),
             other => anyhow::bail!("unknown flag {other}"),
         }
     }
@@ -48,6 +52,8 @@ fn args() -> anyhow::Result<Args> {
 
 /// How often the workload acts and the invariants are sampled.
 const TICK: Duration = Duration::from_secs(2);
+/// The gauges are read every this many ticks.
+const GAUGE_EVERY: u64 = 5;
 /// The quiet time between one fault's recovery and the next fault.
 const BETWEEN_FAULTS: (u64, u64) = (5, 15);
 
@@ -56,6 +62,9 @@ async fn main() -> anyhow::Result<()> {
     let args = args()?;
     let world = world::World::up().await?;
     let outcome = run(&world, &args).await;
+    if outcome.as_ref().map_or(true, |report| !report.violations.is_empty()) {
+        world.keep_host_logs();
+    }
     let teardown = world.down().await;
     let report = outcome?;
     println!("{report}");
@@ -69,6 +78,8 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
     let mut workload = Workload::new();
     let mut invariants = Invariants::new();
     let mut recoveries: Vec<(Fault, Option<Duration>)> = Vec::new();
+    let mut gauges = gauges::Gauges::new();
+    let mut ticks = 0_u64;
     let started = Instant::now();
     let end = started + Duration::from_secs_f64(args.minutes * 60.0);
     let mut next_fault = Instant::now() + Duration::from_secs(10);
@@ -78,6 +89,10 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
     while Instant::now() < end {
         workload.tick(world, &mut random).await;
         let sample = invariants.sample(world, &workload).await;
+        ticks += 1;
+        if ticks.is_multiple_of(GAUGE_EVERY) {
+            gauges.read(world, sample.as_ref().map(|sample| sample.slurm_jobs)).await;
+        }
         if let Some(mut injected) = in_flight.take() {
             match injected.recovered(world, sample.as_ref()).await {
                 Some(took) => {
@@ -129,6 +144,9 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
         recoveries.push((injected.fault, took));
     }
     workload.stop_and_clean(world).await?;
+    if let Some(path) = &args.gauges {
+        gauges.write(path)?;
+    }
     invariants.at_end(world, &workload).await;
     Ok(report::Report {
         minutes: started.elapsed().as_secs_f64() / 60.0,
@@ -136,5 +154,6 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
         recoveries,
         counts: workload.counts().clone(),
         violations: invariants.into_violations(),
+        gauges: gauges.summary(),
     })
 }

@@ -14,6 +14,8 @@ pub struct Report {
     pub recoveries: Vec<(Fault, Option<Duration>)>,
     pub counts: Counts,
     pub violations: Vec<String>,
+    /// The gauges' summary table.
+    pub gauges: String,
 }
 
 /// The value at quantile `q` of sorted `values` (nearest rank).
@@ -61,6 +63,8 @@ impl fmt::Display for Report {
         if !c.failed_because.is_empty() {
             writeln!(f, "failed pods by reason: {:?}", c.failed_because)?;
         }
+        writeln!(f)?;
+        writeln!(f, "{}", self.gauges)?;
         writeln!(f, "invariant violations: {}", self.violations.len())?;
         for violation in &self.violations {
             writeln!(f, "- {violation}")?;

@@ -85,6 +85,37 @@ impl World {
         lease.spec.and_then(|spec| spec.renew_time).is_some_and(|renewed| renewed.0 > after)
     }
 
+    /// The names of the host's pods (its replicas).
+    pub async fn host_pods(&self) -> Vec<String> {
+        let selector = format!("app.kubernetes.io/instance={}", self.release);
+        let Ok(pods) = self.cluster.pods().list(&ListParams::default().labels(&selector)).await else {
+            return Vec::new();
+        };
+        pods.items
+            .iter()
+            .filter_map(|pod| pod.metadata.name.clone())
+            .filter(|name| name.starts_with(&self.release))
+            .collect()
+    }
+
+    /// Keeps the host replicas' logs (every container, the current and the previous run of each)
+    /// beside the cluster's, for reading after the run's namespace is gone.
+    pub fn keep_host_logs(&self) {
+        let path = sunk_e2e::repo_root().join(format!(".cluster/logs/chaos-{}-hosts.log", self.cluster.namespace));
+        let mut text = self.cluster.host_chart_log(&self.release).unwrap_or_else(|error| format!("{error:#}"));
+        let selector = format!("app.kubernetes.io/instance={}", self.release);
+        let namespace = self.cluster.namespace.as_str();
+        let previous = ["logs", "-n", namespace, "-l", &selector, "--tail=-1", "--previous", "--prefix"];
+        if let Ok(output) = sunk_e2e::kubectl(&previous).output() {
+            text.push_str("\n--- previous runs of the containers ---\n");
+            text.push_str(&String::from_utf8_lossy(&output.stdout));
+        }
+        match std::fs::write(&path, text) {
+            Ok(()) => eprintln!("the hosts' logs are in {}", path.display()),
+            Err(error) => eprintln!("keeping the hosts' logs in {}: {error}", path.display()),
+        }
+    }
+
     pub async fn down(self) -> anyhow::Result<()> {
         for node in POOL {
             let _ = sunk_e2e::kubectl(&["uncordon", node]).output();
