@@ -2,13 +2,15 @@
 //! or label that appeared after the job was submitted), in which case the job is replaced.
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 
 use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
 use super::link;
 use super::timing::RETRY;
-use super::{Context, Error, conditions};
+use super::{Context, Error, conditions, node_room};
 use crate::slurm::{JobUpdate, expand_hostlist};
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
@@ -53,6 +55,27 @@ pub async fn cancel_as_replaced(placeholder: &Placeholder, ctx: &Context) -> Res
     Ok(marked)
 }
 
+/// How soon a pod waiting for a leaving pod's room looks again: a pod leaves within seconds.
+const ROOM_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The pod leaving `node` whose requests leave no room there for `pod` yet, if one does. Only when
+/// this scheduler's own pods show one leaving is the Node's every pod read (one live list, by node).
+/// Anything unknown binds, as before: the kubelet decides.
+async fn room_held(pod: &Pod, node: &str, ctx: &Context) -> Option<String> {
+    let ours = ctx.pods.state();
+    let leaving = node_room::leaving(pod, node, ours.iter().map(AsRef::as_ref))?;
+    let kube_node = ctx.placement.nodes.get(&ObjectRef::new(node))?;
+    let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let neighbours = match Api::<Pod>::all(ctx.client.clone()).list(&on_node).await {
+        Ok(list) => list.items,
+        Err(error) => {
+            tracing::debug!(%error, node, "cannot list the Node's pods; binding without waiting");
+            return None;
+        }
+    };
+    node_room::overcommitted(pod, &kube_node, &neighbours).then_some(leaving)
+}
+
 /// What follows a replaced job.
 pub enum Replaced {
     /// The pod's next pass submits its new job (the old one is marked as replaced).
@@ -71,6 +94,14 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
         conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
+    if let Some(leaving) = room_held(pod, &node, ctx).await {
+        let message = format!(
+            "Slurm job {} runs on {slurm_node}; Node {node} has no room for the pod until pod {leaving}, which is leaving it, is gone",
+            placeholder.job.target()
+        );
+        conditions::waiting(ctx, pod, WaitReason::PreviousPodLeaving, &message).await?;
+        return Ok(Action::requeue(ROOM_RECHECK));
+    }
     if !ctx.writer.bind(pod, &node).await? {
         // Bound by an earlier pass; the watch brings the bound pod next.
         return Ok(Action::await_change());

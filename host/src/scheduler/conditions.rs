@@ -34,6 +34,9 @@ pub enum WaitReason {
     SlurmUnreachable,
     /// The job runs on a Slurm node no known slurmd pod hosts; retried.
     SlurmNodeUnknown,
+    /// Slurm placed the pod on a Node another pod is still leaving, and the kubelet would refuse it
+    /// until that pod is gone.
+    PreviousPodLeaving,
     /// The pod's group does not have all its pods yet: no job is asked for until it has.
     GroupIncomplete,
     /// The group's size cannot be read (bad input: its owner must fix it).
@@ -56,6 +59,7 @@ impl WaitReason {
             WaitReason::SlurmJobFailed => "SlurmJobFailed",
             WaitReason::SlurmUnreachable => "SlurmUnreachable",
             WaitReason::SlurmNodeUnknown => "SlurmNodeUnknown",
+            WaitReason::PreviousPodLeaving => "PreviousPodLeaving",
             WaitReason::GroupIncomplete => "PodGroupIncomplete",
             WaitReason::GroupInvalid => "PodGroupInvalid",
             WaitReason::GroupFull => "PodGroupFull",
@@ -65,7 +69,9 @@ impl WaitReason {
     /// What an attempt that ends here is counted as in `sunk_scheduler_schedule_attempts_total`.
     pub fn attempt_result(self) -> AttemptResult {
         match self {
-            WaitReason::Unschedulable | WaitReason::SlurmJobPending => AttemptResult::unschedulable,
+            WaitReason::Unschedulable | WaitReason::SlurmJobPending | WaitReason::PreviousPodLeaving => {
+                AttemptResult::unschedulable
+            }
             WaitReason::PolicyRejected
             | WaitReason::NotGranted
             | WaitReason::SlurmRejected

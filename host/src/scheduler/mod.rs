@@ -15,6 +15,7 @@ mod metrics;
 #[cfg(test)]
 mod middle_tier;
 mod node_fit;
+mod node_room;
 mod orphans;
 mod placeholder;
 mod placement;
