@@ -89,9 +89,9 @@ pub enum Step {
     DeleteSlurmNode {
         slurm_node: String,
     },
-    /// A dynamic node of ours whose pod is gone and whose slurmd no longer answers holds only
-    /// completing jobs, which cannot complete without that slurmd: mark it DOWN so that slurmctld
-    /// lets them go now rather than after SlurmdTimeout, and its record can go.
+    /// A dynamic node of ours whose pod is gone, drained or whose slurmd no longer answers, holds
+    /// only completing jobs, which cannot complete without that slurmd: mark it DOWN so that
+    /// slurmctld lets them go now rather than after SlurmdTimeout, and its record can go.
     ReleaseCompleting {
         slurm_node: String,
     },

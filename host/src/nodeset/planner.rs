@@ -13,9 +13,9 @@
 //!   only a drain whose reason is still the one the NodeSet set is ever undone.
 //! - A Slurm record is deleted only once its pod is gone, no job holds it, and it is dynamic; a
 //!   replacement pod is created only once the old record is gone, so new CPUs/GRES take effect.
-//!   A record whose pod is gone, whose slurmd does not answer and that holds only completing jobs is
-//!   marked DOWN first: nothing runs there, and those jobs would otherwise hold it (and keep its
-//!   Node without slurmd) until slurmctld's SlurmdTimeout.
+//!   A record whose pod is gone, that holds only completing jobs and that is drained or whose slurmd
+//!   does not answer is marked DOWN first: nothing runs there or can start, and those jobs would
+//!   otherwise hold it (and keep its Node without slurmd) until slurmctld's SlurmdTimeout.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -328,8 +328,11 @@ fn clean_records(input: &PlanInput, targets: &[&Target], plan: &mut Plan) {
             continue;
         }
         let flags = record.flags();
-        if flags.is_busy() && flags.only_completing() && !flags.is_responsive() && flags.is_dynamic() {
-            // Its slurmd is gone with its pod: the epilogs that would complete these jobs never run.
+        // Its pod is gone, so is its slurmd (or it is going: a pod deleted without a grace period),
+        // and the epilogs that would complete these jobs never run. DOWN kills nothing there: no job
+        // runs, and none can start while the node is drained or its slurmd does not answer.
+        let no_job_can_start = flags.is_draining() || !flags.is_responsive();
+        if flags.is_busy() && flags.only_completing() && no_job_can_start && flags.is_dynamic() {
             plan.step(Step::ReleaseCompleting { slurm_node: record.name.clone() });
         } else if flags.is_busy() {
             let why = format!("Slurm node {} has no pod left but a job still holds it", record.name);

@@ -378,9 +378,13 @@ fn a_record_left_completing_by_a_gone_slurmd_is_marked_down_and_only_that() {
         comment: comment.clone(),
         ..Default::default()
     };
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["IDLE", "DRAIN", "COMPLETING", "NOT_RESPONDING", "DYNAMIC_NORM"], "release a"),
-        // Its slurmd may still answer (a pod object gone before its containers): wait.
+        (&["IDLE", "COMPLETING", "NOT_RESPONDING", "DYNAMIC_NORM"], "release a"),
+        // Drained (by the NodeSet or the Syncer as the pod went): slurmctld has not noticed yet that
+        // slurmd is gone (it pings every SlurmdTimeout/3), but no job can start there.
+        (&["IDLE", "DRAIN", "COMPLETING", "DYNAMIC_NORM"], "release a"),
+        // Neither: its slurmd may still answer (a pod deleted without a grace period) and take a job.
         (&["IDLE", "COMPLETING", "DYNAMIC_NORM"], ""),
         // A job still runs there: never.
         (&["MIXED", "COMPLETING", "NOT_RESPONDING", "DYNAMIC_NORM"], ""),
