@@ -2,7 +2,7 @@
 //! placeholder ends; the kubelet counts a pod's requests until the pod is gone from it. A pod bound
 //! in between, beside a pod still leaving the Node (deleted, its containers stopping or its sandbox
 //! being torn down), is refused by the kubelet (`OutOfcpu`, `OutOfmemory`) and fails for good: the
-//! chaos run saw 6 of 139 pods lost that way. So the bind waits while such a pod holds the room.
+//! chaos run saw 6 of 139 pods lost (docs/chaos.md). So the bind waits while such a pod holds the room.
 
 use k8s_openapi::api::core::v1::{Container, Node, Pod, ResourceRequirements};
 use kube::ResourceExt;
