@@ -2,6 +2,7 @@
 //! or label that appeared after the job was submitted), in which case the job is replaced.
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -62,8 +63,7 @@ const ROOM_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 /// this scheduler's own pods show one leaving is the Node's every pod read (one live list, by node).
 /// Anything unknown binds, as before: the kubelet decides.
 async fn room_held(pod: &Pod, node: &str, ctx: &Context) -> Option<String> {
-    let ours = ctx.pods.state();
-    let leaving = node_room::leaving(pod, node, ours.iter().map(AsRef::as_ref))?;
+    let leaving = ctx.pods.find(|other| node_room::is_leaving(other, pod, node))?.name_any();
     let kube_node = ctx.placement.nodes.get(&ObjectRef::new(node))?;
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let neighbours = match Api::<Pod>::all(ctx.client.clone()).list(&on_node).await {

@@ -4,58 +4,16 @@
 //! being torn down), is refused by the kubelet (`OutOfcpu`, `OutOfmemory`) and fails for good: the
 //! chaos run saw 6 of 139 pods lost (docs/chaos.md). So the bind waits while such a pod holds the room.
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 
+use super::pod_record;
 use crate::kube::quantity;
 
-/// What a pod asks its Node for, as the kubelet admits it: the sum of its containers' requests, or
-/// its largest init container's when that is more.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Demand {
-    pub cpu_millis: u64,
-    pub memory_bytes: u64,
-}
-
-impl Demand {
-    pub fn of(pod: &Pod) -> Self {
-        let Some(spec) = pod.spec.as_ref() else { return Self::default() };
-        let sum = spec.containers.iter().map(Self::of_container).fold(Self::default(), Self::plus);
-        let init = spec.init_containers.iter().flatten().map(Self::of_container).fold(Self::default(), Self::max);
-        sum.max(init)
-    }
-
-    fn of_container(container: &Container) -> Self {
-        let requests = container.resources.as_ref().and_then(|r: &ResourceRequirements| r.requests.as_ref());
-        let read = |name: &str, scale: fn(&_) -> Option<u64>| requests.and_then(|r| r.get(name)).and_then(scale);
-        Self {
-            cpu_millis: read("cpu", quantity::millicores).unwrap_or_default(),
-            memory_bytes: read("memory", quantity::units).unwrap_or_default(),
-        }
-    }
-
-    fn plus(self, other: Self) -> Self {
-        Self {
-            cpu_millis: self.cpu_millis.saturating_add(other.cpu_millis),
-            memory_bytes: self.memory_bytes.saturating_add(other.memory_bytes),
-        }
-    }
-
-    fn max(self, other: Self) -> Self {
-        Self {
-            cpu_millis: self.cpu_millis.max(other.cpu_millis),
-            memory_bytes: self.memory_bytes.max(other.memory_bytes),
-        }
-    }
-
-    /// What the Node offers pods (its allocatable CPU and memory).
-    fn allocatable(node: &Node) -> Option<Self> {
-        let allocatable = node.status.as_ref()?.allocatable.as_ref()?;
-        Some(Self {
-            cpu_millis: allocatable.get("cpu").and_then(quantity::millicores)?,
-            memory_bytes: allocatable.get("memory").and_then(quantity::units)?,
-        })
-    }
+/// What the Node offers pods, (CPU millicores, memory bytes): its allocatable.
+fn allocatable(node: &Node) -> Option<(u64, u64)> {
+    let allocatable = node.status.as_ref()?.allocatable.as_ref()?;
+    Some((allocatable.get("cpu").and_then(quantity::millicores)?, allocatable.get("memory").and_then(quantity::units)?))
 }
 
 /// Succeeded or Failed: the kubelet no longer counts it.
@@ -68,33 +26,30 @@ fn bound_to(pod: &Pod, node: &str) -> bool {
     pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node)
 }
 
-/// A pod other than `pod` that is bound to `node` and leaving it (deleted, not yet terminal), if any.
-pub fn leaving<'a>(pod: &Pod, node: &str, others: impl IntoIterator<Item = &'a Pod>) -> Option<String> {
-    let uid = pod.uid();
-    others
-        .into_iter()
-        .find(|other| {
-            other.uid() != uid
-                && bound_to(other, node)
-                && other.metadata.deletion_timestamp.is_some()
-                && !is_terminal(other)
-        })
-        .map(ResourceExt::name_any)
+/// Whether `other`, a pod other than `pod`, is bound to `node` and leaving it (deleted, not yet
+/// terminal).
+pub fn is_leaving(other: &Pod, pod: &Pod, node: &str) -> bool {
+    other.uid() != pod.uid()
+        && bound_to(other, node)
+        && other.metadata.deletion_timestamp.is_some()
+        && !is_terminal(other)
 }
 
 /// Whether `pod` would not fit on `node` beside `neighbours` (every pod bound to it), as the kubelet
 /// counts: the requests of the ones not terminal, `pod` itself aside. A Node whose allocatable is
 /// unknown fits: the kubelet decides.
 pub fn overcommitted(pod: &Pod, node: &Node, neighbours: &[Pod]) -> bool {
-    let Some(offered) = Demand::allocatable(node) else { return false };
+    let Some((cpu_offered, memory_offered)) = allocatable(node) else { return false };
     let node_name = node.name_any();
     let uid = pod.uid();
-    let asked = neighbours
+    let (cpu, memory) = neighbours
         .iter()
         .filter(|other| other.uid() != uid && bound_to(other, &node_name) && !is_terminal(other))
-        .map(Demand::of)
-        .fold(Demand::of(pod), Demand::plus);
-    asked.cpu_millis > offered.cpu_millis || asked.memory_bytes > offered.memory_bytes
+        .map(pod_record::requests)
+        .fold(pod_record::requests(pod), |(cpu, memory), (more_cpu, more_memory)| {
+            (cpu.saturating_add(more_cpu), memory.saturating_add(more_memory))
+        });
+    cpu > cpu_offered || memory > memory_offered
 }
 
 #[cfg(test)]
@@ -130,8 +85,9 @@ mod tests {
         let staying = pod("staying", Some("n1"), "200m", false, "Running");
         let done = pod("done", Some("n1"), "1", true, "Succeeded");
         let elsewhere = pod("elsewhere", Some("n2"), "1", true, "Running");
-        assert_eq!(leaving(&new, "n1", [&staying, &done, &elsewhere]), None, "nobody leaving n1");
-        assert_eq!(leaving(&new, "n1", [&staying, &going]), Some("going".into()));
+        let leaving = |others: &[&Pod]| others.iter().find(|other| is_leaving(other, &new, "n1")).map(|p| p.name_any());
+        assert_eq!(leaving(&[&staying, &done, &elsewhere]), None, "nobody leaving n1");
+        assert_eq!(leaving(&[&staying, &going]), Some("going".into()));
         // (node CPUs, neighbours, overcommitted)
         let cases: [(&str, Vec<&Pod>, bool); 5] = [
             ("2", vec![&going, &staying], true),
@@ -147,7 +103,7 @@ mod tests {
     }
 
     #[test]
-    fn demand_is_the_containers_sum_or_the_largest_init_container() {
+    fn requests_are_the_containers_sum_or_the_largest_init_container() {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p"},
             "spec": {
@@ -157,6 +113,6 @@ mod tests {
             }
         }))
         .unwrap();
-        assert_eq!(Demand::of(&pod), Demand { cpu_millis: 3000, memory_bytes: 2 << 30 });
+        assert_eq!(pod_record::requests(&pod), (3000, 2 << 30));
     }
 }

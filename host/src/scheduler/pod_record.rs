@@ -66,6 +66,13 @@ impl Resources {
     }
 }
 
+/// What a pod asks its Node for as the kubelet admits it, (CPU millicores, memory bytes): the
+/// requests sized as above.
+pub fn requests(pod: &Pod) -> (u64, u64) {
+    let resources = Resources::of_pod(pod);
+    (resources.cpu_request_millis, resources.memory_request_bytes)
+}
+
 fn pairs(map: &BTreeMap<String, String>) -> Vec<KeyValue> {
     map.iter().map(|(key, value)| KeyValue { key: key.clone(), value: value.clone() }).collect()
 }
