@@ -332,12 +332,12 @@ fn clean_records(input: &PlanInput, targets: &[&Target], plan: &mut Plan) {
         // and the epilogs that would complete these jobs never run. DOWN kills nothing there: no job
         // runs, and none can start while the node is drained or its slurmd does not answer.
         let no_job_can_start = flags.is_draining() || !flags.is_responsive();
-        if flags.is_busy() && flags.only_completing() && no_job_can_start && flags.is_dynamic() {
+        if flags.only_completing() && no_job_can_start && flags.is_dynamic() {
             plan.step(Step::ReleaseCompleting { slurm_node: record.name.clone() });
         } else if flags.is_busy() {
             let why = format!("Slurm node {} has no pod left but a job still holds it", record.name);
             plan.wait(why, Some(WAIT_RECHECK));
-        } else if !record.flags().is_dynamic() {
+        } else if !flags.is_dynamic() {
             if named_for_target.is_some() {
                 let why = format!("Slurm node {} is not a dynamic node: remove it from slurm.conf", record.name);
                 plan.wait(why, None);

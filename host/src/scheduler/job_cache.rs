@@ -73,9 +73,9 @@ impl Cancellation {
                 placeholder.job.admin_comment = comment.clone();
             }
         }
+        // Copied only when readers share the list and the job is in it.
         if holding.iter().any(|job| self.is_of(job)) {
-            let mut jobs = holding.as_ref().clone();
-            for job in jobs.iter_mut().filter(|job| self.is_of(job)) {
+            for job in Arc::make_mut(holding).iter_mut().filter(|job| self.is_of(job)) {
                 if job.state() != JobState::Ended {
                     job.job_state = vec!["CANCELLED".into(), "COMPLETING".into()];
                 }
@@ -83,7 +83,6 @@ impl Cancellation {
                     job.admin_comment = comment.clone();
                 }
             }
-            *holding = Arc::new(jobs);
         }
         pods
     }
