@@ -163,10 +163,31 @@ pub async fn inject(
     Ok(Injected { fault, started, undo, ended: (Instant::now(), Timestamp::now()), kubelet, not_yet: None })
 }
 
+/// Where a fault's recovery stands.
+pub enum Recovery {
+    /// Recovered, this long after the fault ended.
+    Recovered(Duration),
+    /// Not recovered within [`RECOVERY_LIMIT`]: the violation, saying what was still missing.
+    GaveUp(String),
+    Waiting,
+}
+
 impl Injected {
+    /// Where recovery stands, judged on the latest sample.
+    pub async fn recovery(&mut self, world: &World, sample: Option<&Sample>) -> Recovery {
+        if let Some(took) = self.recovered(world, sample).await {
+            return Recovery::Recovered(took);
+        }
+        if self.started.elapsed() <= RECOVERY_LIMIT {
+            return Recovery::Waiting;
+        }
+        let missing = self.not_yet.as_deref().unwrap_or("not undone");
+        Recovery::GaveUp(format!("{} not recovered within {RECOVERY_LIMIT:?}: {missing}", self.fault))
+    }
+
     /// How long recovery took from the fault's end, once it is undone and the system whole again
     /// (judged on the latest sample); `None` until then.
-    pub async fn recovered(&mut self, world: &World, sample: Option<&Sample>) -> Option<Duration> {
+    async fn recovered(&mut self, world: &World, sample: Option<&Sample>) -> Option<Duration> {
         if let Some(Undo::Thaw { at, .. } | Undo::Uncordon(_, at)) = &self.undo {
             if Instant::now() < *at {
                 return None;
@@ -216,11 +237,6 @@ impl Injected {
         }
         (sample.pending_with_room > 0)
             .then(|| format!("{} pods wait while a Node of the pool is idle in Slurm", sample.pending_with_room))
-    }
-
-    /// What the system still lacked at the last look.
-    pub fn not_yet(&self) -> &str {
-        self.not_yet.as_deref().unwrap_or("undone")
     }
 }
 

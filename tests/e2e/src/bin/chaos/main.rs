@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use faults::Fault;
+use faults::{Fault, Recovery};
 use invariants::Invariants;
 use random::Random;
 use workload::Workload;
@@ -94,22 +94,18 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
             gauges.read(world, sample.as_ref().map(|sample| sample.slurm_jobs)).await;
         }
         if let Some(mut injected) = in_flight.take() {
-            match injected.recovered(world, sample.as_ref()).await {
-                Some(took) => {
+            match injected.recovery(world, sample.as_ref()).await {
+                Recovery::Recovered(took) => {
                     recoveries.push((injected.fault, Some(took)));
                     invariants.quiet_since(Instant::now());
                     next_fault = Instant::now() + Duration::from_secs(random.between(BETWEEN_FAULTS));
                 }
-                None if injected.started.elapsed() > faults::RECOVERY_LIMIT => {
-                    invariants.violation(format!(
-                        "{} not recovered within {:?}",
-                        injected.fault,
-                        faults::RECOVERY_LIMIT
-                    ));
+                Recovery::GaveUp(violation) => {
+                    invariants.violation(violation);
                     recoveries.push((injected.fault, None));
                     next_fault = Instant::now();
                 }
-                None => in_flight = Some(injected),
+                Recovery::Waiting => in_flight = Some(injected),
             }
         } else if Instant::now() >= next_fault && !order.is_empty() {
             let fault = order[injected_count % order.len()];
@@ -127,19 +123,14 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
         // The last fault still gets its time to recover: the run ends on a whole system.
         let took = loop {
             let sample = invariants.sample(world, &workload).await;
-            if let Some(took) = injected.recovered(world, sample.as_ref()).await {
-                break Some(took);
+            match injected.recovery(world, sample.as_ref()).await {
+                Recovery::Recovered(took) => break Some(took),
+                Recovery::GaveUp(violation) => {
+                    invariants.violation(violation);
+                    break None;
+                }
+                Recovery::Waiting => tokio::time::sleep(TICK).await,
             }
-            if injected.started.elapsed() > faults::RECOVERY_LIMIT {
-                let why = injected.not_yet().to_string();
-                invariants.violation(format!(
-                    "{} not recovered within {:?}: {why}",
-                    injected.fault,
-                    faults::RECOVERY_LIMIT
-                ));
-                break None;
-            }
-            tokio::time::sleep(TICK).await;
         };
         recoveries.push((injected.fault, took));
     }

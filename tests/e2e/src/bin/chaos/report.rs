@@ -57,7 +57,7 @@ impl fmt::Display for Report {
             c.bound,
             c.succeeded,
             c.deleted_running,
-            c.failed,
+            c.failed_because.values().sum::<usize>(),
             c.batch_jobs
         )?;
         if !c.failed_because.is_empty() {
