@@ -210,7 +210,7 @@ async fn a_node_left_completing_by_a_deleted_slurmd_pod_gets_a_new_one_at_once()
         (pod.metadata.uid.as_deref() != Some(old_uid.as_str()) && idle && owned).then_some(())
     })
     .await?;
-    let events = cluster.events_in(&cluster.namespace, "lost").await?;
+    let events = cluster.events_of("lost").await?;
     assert!(events.iter().any(|(reason, _)| reason == "CompletingJobsReleased"), "{events:?}");
     Ok(())
 }
