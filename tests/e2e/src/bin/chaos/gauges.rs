@@ -42,6 +42,11 @@ impl Gauges {
             files += std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count() as u64);
         }
         let rps = match (requests_total(world).await, self.last_requests) {
+            // A restarted API server starts its counters again: that reading has no rate.
+            (Some(total), Some((_, before))) if total < before => {
+                self.last_requests = Some((Instant::now(), total));
+                return;
+            }
             (Some(total), Some((at, before))) => {
                 let rate = (total - before) / at.elapsed().as_secs_f64();
                 self.last_requests = Some((Instant::now(), total));
