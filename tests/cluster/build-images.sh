@@ -78,14 +78,18 @@ build() {
   echo "$inputs" >"$stamp"
 }
 
-# The host image's context: the binary, stripped of debug info (the debug build is what tests run).
+# The host image's context: the binary, stripped of debug info. The debug build is what tests run;
+# SUNK_HOST_PROFILE=release builds the image from the release build, as users get it (what the scale
+# benchmark measures).
 sunk_context=$SUNK_CACHE/sunk-image-context
 stage_sunk_binary() {
-  local binary=$SUNK_ROOT/target/debug/sunk
-  [[ -x $binary ]] || die "$binary is missing: cargo build -p sunk first"
+  local binary=$SUNK_ROOT/target/${SUNK_HOST_PROFILE:-debug}/sunk
+  [[ -x $binary ]] || die "$binary is missing: cargo build -p sunk${SUNK_HOST_PROFILE:+ --profile $SUNK_HOST_PROFILE} first"
   mkdir -p "$sunk_context"
-  if [[ ! -f $sunk_context/sunk || $binary -nt $sunk_context/sunk ]]; then
+  local staged_from="$binary $(stat -c %Y "$binary")"
+  if [[ ! -f $sunk_context/sunk || "$(cat "$sunk_context/sunk.from" 2>/dev/null)" != "$staged_from" ]]; then
     objcopy --strip-debug "$binary" "$sunk_context/sunk.tmp" && mv "$sunk_context/sunk.tmp" "$sunk_context/sunk"
+    echo "$staged_from" >"$sunk_context/sunk.from"
   fi
 }
 

@@ -6,6 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 
@@ -38,6 +42,14 @@ pub struct SlurmClient {
     in_flight: Arc<tokio::sync::Semaphore>,
     /// What requests speak: v0.0.42 without requeue until [`SlurmClient::discover`] chooses.
     spoken: Arc<ArcSwap<Spoken>>,
+    /// Requests sent, by call: what "one Slurm request per poll" is measured by.
+    sent: Family<CallLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    /// The call, as errors name it: `jobs`, `nodes`, `job/submit`, `job update`, ...
+    call: &'static str,
 }
 
 /// The data parser version requests go to, and whether slurmrestd can requeue a job.
@@ -88,7 +100,13 @@ impl SlurmClient {
             signer: Arc::new(signer),
             in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
             spoken: Arc::new(ArcSwap::from_pointee(Spoken { api: ApiVersion::V0_0_42, requeue: false })),
+            sent: Family::default(),
         })
+    }
+
+    /// Adds `sunk_slurm_requests_total{call}` to `registry`: every request sent to slurmrestd.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register("sunk_slurm_requests", "Requests sent to slurmrestd, by call", self.sent.clone());
     }
 
     /// A client of a slurmrestd that is not there (nothing listens on port 9): every request fails
@@ -105,8 +123,9 @@ impl SlurmClient {
     }
 
     /// Sends a request once a slot is free (the wait is not part of the request's timeout).
-    async fn send(&self, request: RequestBuilder) -> Result<Response, SlurmError> {
+    async fn send(&self, call: &'static str, request: RequestBuilder) -> Result<Response, SlurmError> {
         let _slot = self.in_flight.acquire().await.expect("the semaphore is never closed");
+        self.sent.get_or_create(&CallLabels { call }).inc();
         Ok(request.send().await?)
     }
 
@@ -137,7 +156,7 @@ impl SlurmClient {
 
     /// Pings slurmctld through slurmrestd; returns the Slurm release that answered.
     async fn ping_release(&self) -> Result<String, SlurmError> {
-        let response = self.send(self.request(Method::GET, "ping")?).await?;
+        let response = self.send("ping", self.request(Method::GET, "ping")?).await?;
         let answer = decode::<PingResponse>("ping", response).await?;
         if !answer.pings.iter().any(|ping| ping.responding) {
             return Err(SlurmError::Api {
@@ -157,7 +176,7 @@ impl SlurmClient {
     /// through it. Fails, naming both lists, when none is offered; the version spoken is then left
     /// as it was.
     pub async fn discover(&self) -> Result<SlurmInfo, SlurmError> {
-        let response = self.send(self.request_to(Method::GET, "openapi/v3")?).await?;
+        let response = self.send("openapi/v3", self.request_to(Method::GET, "openapi/v3")?).await?;
         let offered = decode::<OpenApiPaths>("openapi/v3", response).await?.slurm_versions();
         let api = version::choose(version::SPEAKS, &offered)?;
         let requeue = offered.contains(&ApiVersion::V0_0_45);
@@ -189,7 +208,7 @@ impl SlurmClient {
     /// within [`SUBMIT_DEADLINE`].
     async fn post_job(&self, what: &'static str, job: &JobDescription) -> Result<SubmitResponse, SlurmError> {
         let posted = async {
-            let response = self.send(self.request(Method::POST, what)?.json(&Submit { job })).await?;
+            let response = self.send(what, self.request(Method::POST, what)?.json(&Submit { job })).await?;
             decode(what, response).await
         };
         tokio::time::timeout(SUBMIT_DEADLINE, posted).await.map_err(|_| SlurmError::NoAnswer(what, SUBMIT_DEADLINE))?
@@ -199,7 +218,7 @@ impl SlurmClient {
     /// record of the array: the task's own is the one returned.
     pub async fn job(&self, job_id: impl Display) -> Result<Option<Job>, SlurmError> {
         let wanted = job_id.to_string();
-        let response = self.send(self.request(Method::GET, &format!("job/{wanted}"))?).await?;
+        let response = self.send("job", self.request(Method::GET, &format!("job/{wanted}"))?).await?;
         match decode::<JobsResponse>("job", response).await {
             Ok(answer) => {
                 let mut jobs = answer.jobs;
@@ -222,7 +241,7 @@ impl SlurmClient {
     /// Cancels a job (SIGKILL after KillWait, as scancel), `12` or an array's task `10_3`. A job that
     /// already ended is not an error.
     pub async fn cancel(&self, job_id: impl Display) -> Result<(), SlurmError> {
-        let response = self.send(self.request(Method::DELETE, &format!("job/{job_id}"))?).await?;
+        let response = self.send("job cancel", self.request(Method::DELETE, &format!("job/{job_id}"))?).await?;
         match decode::<Envelope>("job cancel", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
@@ -238,7 +257,7 @@ impl SlurmClient {
             return Err(SlurmError::Unsupported("requeueing a job (slurmrestd's v0.0.45, Slurm 26.05 and later)"));
         }
         let path = format!("slurm/{}/job/{job_id}/requeue", ApiVersion::V0_0_45);
-        let response = self.send(self.request_to(Method::GET, &path)?).await?;
+        let response = self.send("job requeue", self.request_to(Method::GET, &path)?).await?;
         decode::<Envelope>("job requeue", response).await.map(drop)
     }
 
@@ -251,7 +270,7 @@ impl SlurmClient {
             return Ok(Vec::new());
         }
         let body = CancelJobs { jobs: job_ids.iter().map(ToString::to_string).collect() };
-        let response = self.send(self.request(Method::DELETE, "jobs")?.json(&body)).await?;
+        let response = self.send("jobs cancel", self.request(Method::DELETE, "jobs")?.json(&body)).await?;
         let answer: CancelJobsResponse = decode("jobs cancel", response).await?;
         Ok(answer
             .status
@@ -264,7 +283,8 @@ impl SlurmClient {
     /// Changes a job (an administrator may change a running job's admin comment, and a pending job's
     /// placement limits).
     pub async fn update_job(&self, job_id: impl Display, update: &JobUpdate) -> Result<(), SlurmError> {
-        let response = self.send(self.request(Method::POST, &format!("job/{job_id}"))?.json(update)).await?;
+        let response =
+            self.send("job update", self.request(Method::POST, &format!("job/{job_id}"))?.json(update)).await?;
         decode::<Envelope>("job update", response).await.map(drop)
     }
 
@@ -274,7 +294,7 @@ impl SlurmClient {
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
-        let answer: JobsResponse = decode("jobs", self.send(request).await?).await?;
+        let answer: JobsResponse = decode("jobs", self.send("jobs", request).await?).await?;
         // With update_time, "nothing changed" comes back as no jobs and a zero last_update.
         match answer.last_update.get() {
             Some(last_update) if last_update > 0 => Ok(JobsPage::All { jobs: answer.jobs, last_update }),
@@ -286,7 +306,7 @@ impl SlurmClient {
     /// The names of the cluster's partitions.
     pub async fn partitions(&self) -> Result<Vec<String>, SlurmError> {
         let answer: PartitionsResponse =
-            decode("partitions", self.send(self.request(Method::GET, "partitions")?).await?).await?;
+            decode("partitions", self.send("partitions", self.request(Method::GET, "partitions")?).await?).await?;
         Ok(answer.partitions.into_iter().map(|partition| partition.name).collect())
     }
 
@@ -300,7 +320,7 @@ impl SlurmClient {
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
-        let response = self.send(request).await?;
+        let response = self.send("nodes", request).await?;
         if response.status() == StatusCode::NOT_MODIFIED {
             return Ok(NodesPage::Unchanged);
         }
@@ -314,13 +334,13 @@ impl SlurmClient {
 
     /// Changes a node's state, reason or comment.
     pub async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
-        let response = self.send(self.request(Method::POST, &node_path(name))?.json(update)).await?;
+        let response = self.send("node update", self.request(Method::POST, &node_path(name))?.json(update)).await?;
         decode::<Envelope>("node update", response).await.map(drop)
     }
 
     /// Deletes a dynamic node's record. A node that is already gone is not an error.
     pub async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
-        let response = self.send(self.request(Method::DELETE, &node_path(name))?).await?;
+        let response = self.send("node delete", self.request(Method::DELETE, &node_path(name))?).await?;
         match decode::<Envelope>("node delete", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(unknown_node) => Ok(()),

@@ -55,6 +55,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     let mut registry = prometheus_client::registry::Registry::default();
     let slurm_info_metric = SlurmInfoMetric::default();
     slurm_info_metric.register(&mut registry);
+    slurm.register(&mut registry);
     slurm_info_metric.set(&slurm_info);
     policies.metrics.register(&mut registry);
     let metrics = WriterMetrics::default();

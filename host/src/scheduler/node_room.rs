@@ -1,8 +1,9 @@
 //! Whether a Node has room for a pod as its kubelet counts it. Slurm frees a node when the
-//! placeholder ends; the kubelet counts a pod's requests until the pod is gone from it. A pod bound
-//! in between, beside a pod still leaving the Node (deleted, its containers stopping or its sandbox
-//! being torn down), is refused by the kubelet (`OutOfcpu`, `OutOfmemory`) and fails for good: the
-//! chaos run saw 6 of 139 pods lost (docs/chaos.md). So the bind waits while such a pod holds the room.
+//! placeholder ends; the kubelet counts a pod's requests until it has torn the pod down: a deleted
+//! pod until its containers have stopped, and a pod that finished (Succeeded, Failed) until its
+//! sandbox is gone too (the kubelet counts terminal pods it is still terminating). A pod bound in
+//! between is refused by the kubelet (`OutOfcpu`, `OutOfmemory`) and fails for good: the chaos run
+//! saw 6 of 139 pods lost (docs/chaos.md). So the bind waits while such a pod holds the room.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
@@ -16,27 +17,38 @@ fn allocatable(node: &Node) -> Option<(u64, u64)> {
     Some((allocatable.get("cpu").and_then(quantity::millicores)?, allocatable.get("memory").and_then(quantity::units)?))
 }
 
-/// Succeeded or Failed: the kubelet no longer counts it.
+/// Succeeded or Failed: its containers will not run again.
 fn is_terminal(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|status| status.phase.as_deref());
     matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// Whether the kubelet still counts the pod's requests: it is not terminal, or it is but its
+/// sandbox still stands (`PodReadyToStartContainers` True: the kubelet has not yet torn it down). A
+/// kubelet that does not report the condition counts a terminal pod as gone.
+fn is_counted(pod: &Pod) -> bool {
+    let sandbox_up = || {
+        let conditions = pod.status.as_ref().and_then(|status| status.conditions.as_ref());
+        conditions.into_iter().flatten().any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True")
+    };
+    !is_terminal(pod) || sandbox_up()
 }
 
 fn bound_to(pod: &Pod, node: &str) -> bool {
     pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node)
 }
 
-/// Whether `other`, a pod other than `pod`, is bound to `node` and leaving it (deleted, not yet
-/// terminal).
+/// Whether `other`, a pod other than `pod`, is bound to `node` and leaving it: deleted, or finished,
+/// and still counted by the kubelet.
 pub fn is_leaving(other: &Pod, pod: &Pod, node: &str) -> bool {
     other.uid() != pod.uid()
         && bound_to(other, node)
-        && other.metadata.deletion_timestamp.is_some()
-        && !is_terminal(other)
+        && (other.metadata.deletion_timestamp.is_some() || is_terminal(other))
+        && is_counted(other)
 }
 
 /// Whether `pod` would not fit on `node` beside `neighbours` (every pod bound to it), as the kubelet
-/// counts: the requests of the ones not terminal, `pod` itself aside. A Node whose allocatable is
+/// counts: the requests of the ones it counts, `pod` itself aside. A Node whose allocatable is
 /// unknown fits: the kubelet decides.
 pub fn overcommitted(pod: &Pod, node: &Node, neighbours: &[Pod]) -> bool {
     let Some((cpu_offered, memory_offered)) = allocatable(node) else { return false };
@@ -44,7 +56,7 @@ pub fn overcommitted(pod: &Pod, node: &Node, neighbours: &[Pod]) -> bool {
     let uid = pod.uid();
     let (cpu, memory) = neighbours
         .iter()
-        .filter(|other| other.uid() != uid && bound_to(other, &node_name) && !is_terminal(other))
+        .filter(|other| other.uid() != uid && bound_to(other, &node_name) && is_counted(other))
         .map(pod_record::requests)
         .fold(pod_record::requests(pod), |(cpu, memory), (more_cpu, more_memory)| {
             (cpu.saturating_add(more_cpu), memory.saturating_add(more_memory))
@@ -57,16 +69,25 @@ mod tests {
     use super::*;
 
     fn pod(name: &str, node: Option<&str>, cpu: &str, leaving: bool, phase: &str) -> Pod {
+        // A finished pod's sandbox is gone unless said otherwise (`with_sandbox`).
+        let sandbox = if phase == "Running" || phase == "Pending" { "True" } else { "False" };
         let mut pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "uid": format!("uid-{name}")},
             "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]},
-            "status": {"phase": phase}
+            "status": {"phase": phase, "conditions": [{"type": "PodReadyToStartContainers", "status": sandbox}]}
         }))
         .unwrap();
         if leaving {
             pod.metadata.deletion_timestamp =
                 Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
         }
+        pod
+    }
+
+    /// The pod, finished, its sandbox not yet torn down.
+    fn with_sandbox(mut pod: Pod) -> Pod {
+        let conditions = pod.status.as_mut().and_then(|status| status.conditions.as_mut()).unwrap();
+        conditions[0].status = "True".into();
         pod
     }
 
@@ -84,16 +105,21 @@ mod tests {
         let going = pod("going", Some("n1"), "1", true, "Running");
         let staying = pod("staying", Some("n1"), "200m", false, "Running");
         let done = pod("done", Some("n1"), "1", true, "Succeeded");
+        let finishing = with_sandbox(pod("finishing", Some("n1"), "1", false, "Succeeded"));
+        let failed = pod("failed", Some("n1"), "1", false, "Failed");
         let elsewhere = pod("elsewhere", Some("n2"), "1", true, "Running");
         let leaving = |others: &[&Pod]| others.iter().find(|other| is_leaving(other, &new, "n1")).map(|p| p.name_any());
-        assert_eq!(leaving(&[&staying, &done, &elsewhere]), None, "nobody leaving n1");
+        assert_eq!(leaving(&[&staying, &done, &failed, &elsewhere]), None, "nobody leaving n1");
         assert_eq!(leaving(&[&staying, &going]), Some("going".into()));
+        assert_eq!(leaving(&[&staying, &finishing]), Some("finishing".into()), "finished, not yet torn down");
         // (node CPUs, neighbours, overcommitted)
-        let cases: [(&str, Vec<&Pod>, bool); 5] = [
+        let cases: [(&str, Vec<&Pod>, bool); 7] = [
             ("2", vec![&going, &staying], true),
             ("2", vec![&going], false),
             ("3", vec![&going, &staying], false),
             ("2", vec![&done, &staying], false),
+            ("2", vec![&finishing, &staying], true),
+            ("2", vec![&failed, &staying], false),
             ("1", vec![&elsewhere], false),
         ];
         for (cpus, neighbours, expected) in cases {

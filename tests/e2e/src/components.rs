@@ -36,7 +36,7 @@ pub async fn restart_component(name: &str, signal_name: &str) -> anyhow::Result<
 }
 
 /// A local cluster process stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT).
-pub struct Frozen(i32);
+pub struct Frozen(u32);
 
 impl Frozen {
     /// Freezes the component tests/cluster started under this name (`slurmrestd`, `kubelet-kube-node-1`).
@@ -45,7 +45,7 @@ impl Frozen {
     }
 
     /// Freezes the process `pid` (a host a test started, say).
-    pub fn process(pid: i32) -> anyhow::Result<Self> {
+    pub fn process(pid: u32) -> anyhow::Result<Self> {
         signal(pid, "STOP")?;
         Ok(Frozen(pid))
     }
@@ -62,13 +62,14 @@ fn record(name: &str, what: &str) -> PathBuf {
     state_dir().join("pids").join(format!("{name}.{what}"))
 }
 
-fn pid_of(name: &str) -> anyhow::Result<i32> {
+/// The process of the component tests/cluster started under `name` (`kube-scheduler`, `slurmctld`).
+pub fn pid_of(name: &str) -> anyhow::Result<u32> {
     Ok(std::fs::read_to_string(record(name, "pid"))?.trim().parse()?)
 }
 
 /// Whether the process is gone, or only a zombie waiting to be reaped. Its main thread turns zombie
 /// before the others have exited, and its sockets close only with the last: every thread must be gone.
-fn gone(pid: i32) -> bool {
+fn gone(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
     let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
     let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count);

@@ -19,9 +19,10 @@ mod components;
 mod host_chart;
 mod hostile;
 mod nodes;
+pub mod process;
 mod restarts;
 mod slurm;
-pub use components::{Frozen, restart_component};
+pub use components::{Frozen, pid_of as component_pid, restart_component};
 pub use host_chart::CHART;
 pub use hostile::{Answer, HostileProxy};
 pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
@@ -256,7 +257,7 @@ impl Cluster {
     /// Asks a host started earlier to stop (SIGTERM), as Kubernetes does, and waits for it to exit;
     /// returns its exit status.
     pub async fn terminate_host(&mut self, host: usize, timeout: Duration) -> anyhow::Result<ExitStatus> {
-        let pid = i32::try_from(self.hosts[host].id())?;
+        let pid = self.hosts[host].id();
         signal(pid, "TERM")?;
         self.wait_host_exit(host, timeout).await
     }
@@ -546,7 +547,7 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn signal(pid: i32, signal: &str) -> anyhow::Result<()> {
+pub(crate) fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
     let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
     anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
     Ok(())

@@ -15,6 +15,7 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use sunk::slurm::NodesPage;
+use sunk_e2e::process::Usage;
 use sunk_e2e::{Cluster, in_slurm_root, wait_for};
 
 const NODE: &str = "kube-node-1";
@@ -149,10 +150,6 @@ fn percentiles(samples: &mut [Duration]) -> String {
     format!("p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), samples[samples.len() - 1])
 }
 
-/// User + system CPU time of process `pid`, in seconds.
 fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let fields: Vec<&str> = stat.rsplit_once(')').context("/proc stat")?.1.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    Ok(ticks / 100.0)
+    Ok(Usage::of(pid).context("the process is gone")?.cpu_seconds)
 }

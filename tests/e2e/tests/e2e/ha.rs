@@ -278,7 +278,7 @@ async fn a_leader_whose_lease_is_taken_steps_down_at_once_and_stands_again_witho
 async fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() -> anyhow::Result<()> {
     let (mut cluster, leader, _follower, b) = leader_at_work("ha-frozen").await?;
     let a = format!("{}-a", cluster.namespace);
-    let pid = i32::try_from(cluster.host_pid(leader))?;
+    let pid = cluster.host_pid(leader);
     let frozen_at = SystemTime::now();
     let frozen = Frozen::process(pid)?;
     wait_holder(&cluster, &b, frozen_at, TAKEOVER + Duration::from_secs(10)).await?;

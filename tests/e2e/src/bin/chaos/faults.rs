@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
+use sunk_e2e::process::host_process;
 use sunk_e2e::{Frozen, kubectl, restart_component};
 
 use crate::invariants::{Invariants, Sample};
@@ -240,7 +241,7 @@ impl Injected {
     }
 }
 
-async fn leader_pid(world: &World) -> anyhow::Result<i32> {
+async fn leader_pid(world: &World) -> anyhow::Result<u32> {
     let leader = world.leader().await.ok_or_else(|| anyhow::anyhow!("no host holds the Lease"))?;
     host_process(&leader).ok_or_else(|| anyhow::anyhow!("no sunk process runs as pod {leader}"))
 }
@@ -250,21 +251,6 @@ async fn signal_leader(world: &World, signal: &str) -> anyhow::Result<()> {
     let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
     anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
     Ok(())
-}
-
-/// The host process of the pod `pod` (its Lease identity is its pod name, in its environment): the
-/// Nodes' containers are processes of this machine.
-pub fn host_process(pod: &str) -> Option<i32> {
-    let wanted = format!("POD_NAME={pod}");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-        let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
-        if comm.trim() != "sunk" {
-            return None;
-        }
-        let environ = std::fs::read(entry.path().join("environ")).ok()?;
-        environ.split(|byte| *byte == 0).any(|variable| variable == wanted.as_bytes()).then_some(pid)
-    })
 }
 
 fn run_kubectl(args: &[&str]) -> anyhow::Result<()> {

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use crate::faults::host_process;
+use sunk_e2e::process::{Usage, host_process};
+
 use crate::world::World;
 
 /// One sample of the gauges.
@@ -35,11 +36,10 @@ impl Gauges {
         let hosts = world.host_pods().await;
         let (mut rss, mut threads, mut files) = (0.0, 0, 0);
         for pod in &hosts {
-            let Some(pid) = host_process(pod) else { continue };
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-            rss += field(&status, "VmRSS:") as f64 / 1024.0;
-            threads += field(&status, "Threads:");
-            files += std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count() as u64);
+            let Some(usage) = host_process(pod).and_then(Usage::of) else { continue };
+            rss += usage.rss_mib;
+            threads += usage.threads;
+            files += usage.open_files;
         }
         let rps = match (requests_total(world).await, self.last_requests) {
             // A restarted API server starts its counters again: that reading has no rate.
@@ -67,15 +67,6 @@ impl Gauges {
             apiserver_rps: rps,
         });
     }
-}
-
-/// A number field of /proc/<pid>/status (`VmRSS:  1234 kB` -> 1234).
-fn field(status: &str, name: &str) -> u64 {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(name))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_default()
 }
 
 /// The API server's `apiserver_request_total`, summed over every label set.

@@ -1,0 +1,176 @@
+//! Benchmark of the chart's host at scale (not a test: it prints figures). The chart installs the
+//! host as a user gets it (two replicas behind a Lease, 500 ms polls; the NodeSet controller off,
+//! since the local cluster's NodeSet has its keeper), then, in one run:
+//!
+//! 1. at rest, on the local cluster as it is;
+//! 2. with `--nodes` dynamic CLOUD nodes added to Slurm (powered down: listed, never run);
+//! 3. and with `--pods` pods for sunk waiting in Slurm's queue (filler jobs hold every real node);
+//!    then cordon -> Slurm DRAIN and uncordon -> resumed on kube-node-2, `--cordons` times;
+//! 4. the pods deleted: the time until their placeholders are gone.
+//!
+//! Each of 1-3 reads, over `--window` seconds: the leader's and the follower's resident memory, the
+//! leader's CPU and Slurm requests by call, beside kube-scheduler's memory and CPU (the reference: its
+//! informers hold the same Nodes and pods).
+//!
+//! `cargo run --release -p sunk-e2e --bin scale-bench -- [--nodes 5000] [--pods 10000] [--cordons 30]
+//! [--window 30]`, with the cluster up (slurm.conf's MaxNodeCount must allow the nodes).
+
+mod load;
+mod sample;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use sunk_e2e::{Cluster, in_slurm_root};
+
+use load::{CloudNodes, Fillers};
+use sample::{Observed, Window};
+
+/// The node cordoned: a real Slurm node whose slurmd pod is in the local cluster's NodeSet.
+const CORDONED: &str = "kube-node-2";
+
+struct Args {
+    nodes: usize,
+    pods: usize,
+    cordons: usize,
+    window: Duration,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut args = Args { nodes: 5000, pods: 10_000, cordons: 30, window: Duration::from_secs(30) };
+    let mut words = std::env::args().skip(1);
+    while let Some(flag) = words.next() {
+        let value: usize = words.next().with_context(|| format!("a number after {flag}"))?.parse()?;
+        match flag.as_str() {
+            "--nodes" => args.nodes = value,
+            "--pods" => args.pods = value,
+            "--cordons" => args.cordons = value,
+            "--window" => args.window = Duration::from_secs(value as u64),
+            other => anyhow::bail!("unknown flag {other}"),
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = args()?;
+    let cluster = Cluster::connect("scale-bench").await?;
+    let release = cluster.install_host_chart(&["--set", "replicas=2", "--set", "leaderElection.enabled=true"]).await?;
+    let outcome = run(&cluster, &release, &args).await;
+    let _ = cordon(&cluster, false).await;
+    let teardown = cluster.uninstall_host_chart(&release).await;
+    let report = outcome?;
+    teardown?;
+    println!("{report}");
+    Ok(())
+}
+
+async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<String> {
+    let observed = Observed::find(cluster, release).await?;
+    observed.polled(cluster, 5.0).await?;
+    let mut rows = vec![("at rest".to_owned(), observed.window(cluster, args.window).await?)];
+
+    let _nodes = CloudNodes::add(args.nodes)?;
+    observed.polled(cluster, 5.0).await?;
+    rows.push((format!("{} Slurm nodes", args.nodes), observed.window(cluster, args.window).await?));
+
+    let _fillers = Fillers::hold_every_node()?;
+    let start = Instant::now();
+    load::create_pods(cluster, args.pods).await?;
+    let created = start.elapsed();
+    let queued = load::until_count("pods with a job in Slurm", args.pods, Duration::from_secs(1800), || {
+        load::pods_with_jobs(cluster)
+    })
+    .await?;
+    let loaded = format!("{} Slurm nodes, {} pods waiting", args.nodes, args.pods);
+    rows.push((loaded, observed.window(cluster, args.window).await?));
+
+    let (mut drains, mut resumes) = (Vec::new(), Vec::new());
+    for _ in 0..args.cordons {
+        drains.push(until_drain(cluster, true).await?);
+        resumes.push(until_drain(cluster, false).await?);
+    }
+
+    load::delete_pods(cluster).await?;
+    let gone =
+        load::until_count("pods with a job in Slurm", 0, Duration::from_secs(1800), || load::pods_with_jobs(cluster))
+            .await?;
+    load::until_count("pods listed", 0, Duration::from_secs(600), || load::pods_listed(cluster)).await?;
+    Ok(format!(
+        "{}\n{} pods created in {:.0} s; every one with a job in Slurm {:.0} s after the first; \
+         deleted -> every placeholder gone in {:.0} s\n\
+         cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}",
+        table(&rows),
+        args.pods,
+        created.as_secs_f64(),
+        (created + queued).as_secs_f64(),
+        gone.as_secs_f64(),
+        args.cordons,
+        percentiles(&mut drains),
+        percentiles(&mut resumes),
+    ))
+}
+
+fn table(rows: &[(String, Window)]) -> String {
+    let mut text = String::from(
+        "| load | leader RSS | follower RSS | leader CPU | Slurm requests per node poll | other Slurm requests/s | \
+         kube-scheduler RSS | kube-scheduler CPU |\n|---|---:|---:|---:|---|---:|---:|---:|\n",
+    );
+    for (load, window) in rows {
+        let per_poll = |call: &str| {
+            window.requests_per_s.get(call).copied().unwrap_or_default()
+                / window.node_polls_per_s.max(f64::MIN_POSITIVE)
+        };
+        let others: f64 = window
+            .requests_per_s
+            .iter()
+            .filter(|(call, _)| !matches!(call.as_str(), "jobs" | "nodes"))
+            .map(|(_, rate)| rate)
+            .sum();
+        text.push_str(&format!(
+            "| {load} | {:.1} MiB | {} | {:.1} ms/s | nodes {:.2}, jobs {:.2} | {others:.2} | {:.1} MiB | {:.1} ms/s |\n",
+            window.leader_rss_mib,
+            window.follower_rss_mib.map_or("-".into(), |rss| format!("{rss:.1} MiB")),
+            window.leader_cpu_ms_per_s,
+            per_poll("nodes"),
+            per_poll("jobs"),
+            window.reference_rss_mib,
+            window.reference_cpu_ms_per_s,
+        ));
+    }
+    text
+}
+
+/// Cordons (or uncordons) the node and returns how long until slurmctld shows it drained (or not).
+async fn until_drain(cluster: &Cluster, cordoned: bool) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    cordon(cluster, cordoned).await?;
+    loop {
+        // One RPC to slurmctld: a listing of thousands of nodes would be most of what is measured.
+        let shown = in_slurm_root(&["scontrol", "-o", "show", "node", CORDONED])?;
+        let state = shown.split_whitespace().find_map(|field| field.strip_prefix("State=")).unwrap_or_default();
+        if state.contains("DRAIN") == cordoned {
+            return Ok(start.elapsed());
+        }
+        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "{CORDONED} still {state} after 30 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn cordon(cluster: &Cluster, on: bool) -> anyhow::Result<()> {
+    let patch = serde_json::json!({"spec": {"unschedulable": on}});
+    Api::<Node>::all(cluster.kube.clone()).patch(CORDONED, &PatchParams::default(), &Patch::Merge(patch)).await?;
+    Ok(())
+}
+
+fn percentiles(samples: &mut [Duration]) -> String {
+    if samples.is_empty() {
+        return "no runs".into();
+    }
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    format!("p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), samples[samples.len() - 1])
+}
