@@ -19,6 +19,7 @@ mod components;
 mod host_chart;
 mod hostile;
 mod nodes;
+mod priority;
 pub mod process;
 mod restarts;
 mod slurm;
@@ -26,6 +27,7 @@ pub use components::{Frozen, pid_of as component_pid, restart_component};
 pub use host_chart::CHART;
 pub use hostile::{Answer, HostileProxy};
 pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
+pub use priority::Priority;
 pub use restarts::{BOUND_AFTER_RESTART, ride_out_restarts};
 pub use slurm::{
     SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen, wait_batch_launched,

@@ -10,37 +10,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
 use kube::api::PostParams;
 use sunk::slurm::{ApiVersion, Job, JobState};
-use sunk_e2e::{Cluster, SlurmJob, kubectl, node_name, pod, scheduled_condition, wait_for};
+use sunk_e2e::{Cluster, Priority, SlurmJob, node_name, pod, scheduled_condition, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A cluster-scoped PriorityClass named after the test's namespace, deleted when dropped.
-struct Priority {
-    name: String,
-}
-
-impl Priority {
-    async fn create(cluster: &Cluster, suffix: &str, value: i32) -> anyhow::Result<Self> {
-        let api: Api<PriorityClass> = Api::all(cluster.kube.clone());
-        let name = format!("{}-{suffix}", cluster.namespace);
-        let class: PriorityClass = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name}, "value": value,
-        }))?;
-        api.create(&PostParams::default(), &class).await?;
-        Ok(Self { name })
-    }
-}
-
-impl Drop for Priority {
-    fn drop(&mut self) {
-        // Drop cannot await (and the test's client needs its runtime): kubectl does it.
-        let _ = kubectl(&["delete", "priorityclass", &self.name, "--wait=false"]).output();
-    }
-}
 
 /// A whole-node pod (2 CPUs) of this priority class.
 fn ranked_pod(name: &str, class: &Priority) -> serde_json::Value {

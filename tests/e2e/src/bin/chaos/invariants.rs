@@ -3,8 +3,8 @@
 //! - no live placeholder without its pod for longer than [`JOB_OUTLIVES_POD`] (and none after settling);
 //! - no pod Pending longer than [`PENDING_WITH_ROOM`] while a Node of the pool is idle in Slurm, away
 //!   from faults (a fault, and [`PENDING_WITH_ROOM`] after its recovery, excuse a wait);
-//! - no Slurm batch job cancelled (sunk never cancels what it did not submit but by a preemption,
-//!   and the run makes none), and no pod of the workload gone without an Event saying why;
+//! - no Slurm batch job cancelled but by a preemption the host marked on it (sunk never cancels what
+//!   it did not submit otherwise), and no pod of the workload gone without an Event saying why;
 //! - no slurmd pod deleted, but by the run itself, while its Slurm node held a job.
 
 use std::collections::{HashMap, HashSet};
@@ -23,7 +23,9 @@ const JOB_OUTLIVES_POD: Duration = Duration::from_secs(30);
 const PENDING_WITH_ROOM: Duration = Duration::from_secs(30);
 const SETTLE: Duration = Duration::from_secs(60);
 /// The reasons of the host's Events that explain a pod it deleted.
-const DELETION_EVENTS: [&str; 3] = ["SlurmJobEnded", "SlurmJobPreempted", "SlurmJobRequeued"];
+const DELETION_EVENTS: [&str; 4] = ["SlurmJobEnded", "SlurmJobPreempted", "SlurmJobRequeued", "Preempted"];
+/// What the host writes into a Slurm job's admin comment when it preempts the job for a pod.
+const PREEMPTED_MARK: &str = "preempted by pod";
 
 /// A node with room for a pod: idle, and neither drained, planned for a waiting job, nor unhealthy
 /// (a dynamic node's own flag aside).
@@ -50,6 +52,8 @@ pub struct Sample {
     pub pool_states: String,
     /// Every job slurmrestd lists (any state, anyone's).
     pub slurm_jobs: u64,
+    /// The job arrays standing for the run's pods.
+    pub arrays: Vec<u64>,
 }
 
 pub struct Invariants {
@@ -67,6 +71,9 @@ pub struct Invariants {
     busy_nodes: HashSet<String>,
     slurmd_pods: HashMap<String, String>,
     reported: HashSet<String>,
+    /// Victims of the preemptors: the workload's pods (by UID) and batch jobs (by id).
+    preempted_pods: HashSet<String>,
+    preempted_jobs: HashSet<u32>,
 }
 
 impl Invariants {
@@ -81,6 +88,8 @@ impl Invariants {
             busy_nodes: HashSet::new(),
             slurmd_pods: HashMap::new(),
             reported: HashSet::new(),
+            preempted_pods: HashSet::new(),
+            preempted_jobs: HashSet::new(),
         }
     }
 
@@ -98,6 +107,11 @@ impl Invariants {
 
     pub fn quiet_since(&mut self, at: Instant) {
         self.quiet_since = Some(at);
+    }
+
+    /// How many of the workload's pods and batch jobs the preemptors made go.
+    pub fn preempted(&self) -> (usize, usize) {
+        (self.preempted_pods.len(), self.preempted_jobs.len())
     }
 
     pub fn into_violations(self) -> Vec<String> {
@@ -134,7 +148,10 @@ impl Invariants {
             .collect::<Vec<_>>()
             .join(", ");
         let slurm_jobs = jobs.len() as u64;
-        Some(Sample { pending_with_room, pool_nodes_usable, pool_states, slurm_jobs })
+        let mut arrays: Vec<u64> =
+            placeholders.iter().filter_map(|(_, job)| job.array_job_id.get()).filter(|id| *id > 0).collect();
+        arrays.dedup();
+        Some(Sample { pending_with_room, pool_nodes_usable, pool_states, slurm_jobs, arrays })
     }
 
     fn one_live_job_per_pod(&mut self, placeholders: &[(sunk::scheduler::PodKey, Job)]) {
@@ -171,6 +188,10 @@ impl Invariants {
     fn no_batch_job_cancelled(&mut self, jobs: &[Job], workload: &Workload) {
         for batch in &workload.batch {
             let Some(job) = jobs.iter().find(|job| job.job_id.to_string() == batch.0) else { continue };
+            if job.admin_comment.contains(PREEMPTED_MARK) {
+                self.preempted_jobs.insert(job.job_id);
+                continue;
+            }
             if job.job_state.first().is_some_and(|state| state == "CANCELLED") {
                 self.violation(format!("Slurm batch job {} was cancelled ({:?})", job.job_id, job.job_state));
             }
@@ -191,6 +212,9 @@ impl Invariants {
             }
             let Ok(events) = world.cluster.events_of(name).await else { continue };
             self.gone.insert(tracked.uid.clone());
+            if events.iter().any(|(reason, _)| reason == "Preempted") {
+                self.preempted_pods.insert(tracked.uid.clone());
+            }
             if !events.iter().any(|(reason, _)| DELETION_EVENTS.contains(&reason.as_str())) {
                 self.violation(format!("pod {name} was deleted without an Event saying why: {events:?}"));
             }

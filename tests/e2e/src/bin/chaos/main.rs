@@ -1,7 +1,7 @@
 //! A chaos run with invariants on the local cluster (not a test: it prints figures, and exits non-zero
 //! when an invariant was broken). The chart's host, two replicas behind a Lease, keeps a NodeSet over
-//! three Nodes and schedules a steady stream of pods (singles that run a few seconds, two-pod gangs,
-//! pods deleted while they run) beside Slurm batch jobs, while faults are injected one after another
+//! three Nodes and schedules a steady stream of pods (singles that run a few seconds, bursts that go
+//! to Slurm as job arrays, two-pod gangs, pods deleted while they run) beside Slurm batch jobs, while faults are injected one after another
 //! (see `faults`): the leader killed or frozen past its Lease, slurmctld, slurmrestd, the API server
 //! or a kubelet restarted, a slurmd pod deleted, a Node cordoned. The invariants (see `invariants`)
 //! are checked on every sample and at the end.
@@ -89,6 +89,9 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
     while Instant::now() < end {
         workload.tick(world, &mut random).await;
         let sample = invariants.sample(world, &workload).await;
+        if let Some(sample) = &sample {
+            workload.saw_arrays(&sample.arrays);
+        }
         ticks += 1;
         if ticks.is_multiple_of(GAUGE_EVERY) {
             gauges.read(world, sample.as_ref().map(|sample| sample.slurm_jobs)).await;
@@ -139,11 +142,13 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
         gauges.write(path)?;
     }
     invariants.at_end(world, &workload).await;
+    let preempted = invariants.preempted();
     Ok(report::Report {
         minutes: started.elapsed().as_secs_f64() / 60.0,
         seed: args.seed,
         recoveries,
         counts: workload.counts().clone(),
+        preempted,
         violations: invariants.into_violations(),
         gauges: gauges.summary(),
     })

@@ -13,6 +13,8 @@ pub struct Report {
     pub seed: u64,
     pub recoveries: Vec<(Fault, Option<Duration>)>,
     pub counts: Counts,
+    /// The preemptors' victims: the workload's pods, and batch jobs.
+    pub preempted: (usize, usize),
     pub violations: Vec<String>,
     /// The gauges' summary table.
     pub gauges: String,
@@ -50,15 +52,23 @@ impl fmt::Display for Report {
         writeln!(f)?;
         writeln!(
             f,
-            "work: {} pods ({} in {} gangs), {} bound, {} succeeded, {} deleted while running, {} failed; {} Slurm batch jobs",
+            "work: {} pods ({} in {} gangs, {} in {} bursts: {} job arrays seen), {} bound, {} succeeded, {} deleted while running, {} failed; {} Slurm batch jobs",
             c.pods,
             c.gangs * 2,
             c.gangs,
+            c.bursts * crate::workload::BURST,
+            c.bursts,
+            c.arrays,
             c.bound,
             c.succeeded,
             c.deleted_running,
             c.failed_because.values().sum::<usize>(),
             c.batch_jobs
+        )?;
+        writeln!(
+            f,
+            "preemption: {} preemptors; {} of the workload's pods and {} batch jobs preempted",
+            c.preemptors, self.preempted.0, self.preempted.1
         )?;
         if !c.failed_because.is_empty() {
             writeln!(f, "failed pods by reason: {:?}", c.failed_because)?;

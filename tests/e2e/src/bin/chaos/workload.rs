@@ -1,5 +1,6 @@
-//! The steady work of a chaos run: 1-CPU pods that run a few seconds (singles, and two-pod gangs),
-//! some deleted while they run, and Slurm batch jobs beside them. Pods that succeeded are deleted, as
+//! The steady work of a chaos run: 1-CPU pods that run a few seconds (singles, bursts of three alike
+//! that the host submits as one job array, two-pod gangs, and preemptors, whose PriorityClass ranks
+//! them above everything else), some deleted while they run, and Slurm batch jobs beside them. Pods that succeeded are deleted, as
 //! a Job controller's cleanup would.
 
 use std::collections::HashMap;
@@ -17,6 +18,8 @@ use crate::world::{POOL_LABEL, World};
 pub const WORKLOAD: &str = "chaos.sunk.dev/workload";
 /// At most this many of the workload's pods exist at once (the pool runs three).
 const MAX_PODS: usize = 6;
+/// Pods of a burst, created together (alike: the host submits them as one job array).
+pub const BURST: usize = 3;
 /// At most this many batch jobs are live at once.
 const MAX_BATCH: usize = 1;
 
@@ -36,6 +39,10 @@ pub struct Tracked {
 pub struct Counts {
     pub pods: usize,
     pub gangs: usize,
+    pub bursts: usize,
+    pub preemptors: usize,
+    /// Distinct job arrays the samples saw standing for the run's pods.
+    pub arrays: usize,
     pub bound: usize,
     pub succeeded: usize,
     pub deleted_running: usize,
@@ -50,15 +57,28 @@ pub struct Workload {
     /// Batch jobs submitted, by id; the live ones are cancelled when the run ends.
     pub batch: Vec<SlurmJob>,
     counts: Counts,
+    arrays: std::collections::HashSet<u64>,
 }
 
 impl Workload {
     pub fn new() -> Self {
-        Self { next: 0, pods: HashMap::new(), batch: Vec::new(), counts: Counts::default() }
+        Self {
+            next: 0,
+            pods: HashMap::new(),
+            batch: Vec::new(),
+            counts: Counts::default(),
+            arrays: std::collections::HashSet::new(),
+        }
     }
 
     pub fn counts(&self) -> &Counts {
         &self.counts
+    }
+
+    /// Notes the job arrays a sample saw standing for the run's pods.
+    pub fn saw_arrays(&mut self, arrays: &[u64]) {
+        self.arrays.extend(arrays);
+        self.counts.arrays = self.arrays.len();
     }
 
     /// One step: notes what became of the pods, cleans up, and tops the work up.
@@ -72,6 +92,10 @@ impl Workload {
         if live < MAX_PODS {
             if random.percent(20) {
                 let _ = self.create_gang(world).await;
+            } else if live + BURST <= MAX_PODS && random.percent(20) {
+                let _ = self.create_burst(world, random.between((4, 15))).await;
+            } else if random.percent(10) {
+                let _ = self.create_preemptor(world, random.between((4, 15))).await;
             } else {
                 let doomed = random.percent(15);
                 let _ = self.create_single(world, doomed, random.between((4, 15))).await;
@@ -111,6 +135,25 @@ impl Workload {
         self.next += 1;
         let name = format!("single-{}", self.next);
         self.create(world, workload_pod(world, &name, seconds), false, doomed).await
+    }
+
+    async fn create_preemptor(&mut self, world: &World, seconds: u64) -> anyhow::Result<()> {
+        self.next += 1;
+        let mut pod = workload_pod(world, &format!("preemptor-{}", self.next), seconds);
+        pod["spec"]["priorityClassName"] = world.preemptor_class.name.clone().into();
+        self.create(world, pod, false, false).await?;
+        self.counts.preemptors += 1;
+        Ok(())
+    }
+
+    async fn create_burst(&mut self, world: &World, seconds: u64) -> anyhow::Result<()> {
+        self.next += 1;
+        for member in 0..BURST {
+            let name = format!("burst-{}-{member}", self.next);
+            self.create(world, workload_pod(world, &name, seconds), false, false).await?;
+        }
+        self.counts.bursts += 1;
+        Ok(())
     }
 
     async fn create_gang(&mut self, world: &World) -> anyhow::Result<()> {

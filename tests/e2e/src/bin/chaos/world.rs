@@ -7,15 +7,19 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
-use sunk_e2e::{Cluster, NodeGuard, create_nodeset, slurm_node, wait_for};
+use sunk_e2e::{Cluster, NodeGuard, Priority, create_nodeset, slurm_node, wait_for};
 
 pub const POOL_LABEL: &str = "sunk.dev/e2e-pool";
 pub const POOL: [&str; 3] = ["kube-node-3", "kube-node-4", "kube-node-5"];
+/// The preemptors' PriorityClass value, and the preemption rank the run's namespace is granted.
+const PREEMPTOR_PRIORITY: i32 = 1000;
 const REGISTER: Duration = Duration::from_secs(120);
 
 pub struct World {
     pub cluster: Cluster,
     pub release: String,
+    /// The PriorityClass of the workload's preemptors (its other pods have none).
+    pub preemptor_class: Priority,
     /// Takes the pool's label off its Nodes when the run ends.
     _pool: NodeGuard,
 }
@@ -29,6 +33,9 @@ impl World {
             nodes.label(node, (POOL_LABEL, &cluster.namespace))?;
         }
         let namespace = format!("nodesetController.namespace={}", cluster.namespace);
+        // The run's namespace may preempt up to its preemptors' rank (the chart's default grant: none).
+        let grants = serde_json::json!([{"namespaces": [&cluster.namespace], "maxPriority": PREEMPTOR_PRIORITY}]);
+        let grants = format!("tenancy.grants={grants}");
         let values = [
             "nodesetController.enabled=true",
             &namespace,
@@ -37,7 +44,9 @@ impl World {
             "slurm.slurmctldAddress=slurmctld.slurm.svc.cluster.local:6817",
             "slurm.keySecret=slurm-key",
         ];
-        let extra: Vec<&str> = values.iter().flat_map(|value| ["--set", value]).collect();
+        let mut extra: Vec<&str> = values.iter().flat_map(|value| ["--set", value]).collect();
+        extra.extend(["--set-json", &grants]);
+        let preemptor_class = Priority::create(&cluster, "preemptor", PREEMPTOR_PRIORITY).await?;
         let release = cluster.install_host_chart(&extra).await?;
         // slurmd asks the kubelet for no CPU (its 1-CPU limit is what Slurm gets): a pod bound while
         // the one before it on the Node still terminates is not refused for CPU.
@@ -47,7 +56,7 @@ impl World {
                             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "0"}}}]
         }}});
         create_nodeset(&cluster, "pool", (POOL_LABEL, &cluster.namespace), nodeset).await?;
-        let world = Self { cluster, release, _pool: nodes };
+        let world = Self { cluster, release, preemptor_class, _pool: nodes };
         for node in POOL {
             wait_for(&format!("Slurm node {node} to register IDLE from the run's NodeSet"), REGISTER, || async {
                 let found = slurm_node(&world.cluster, node).await.ok()??;
