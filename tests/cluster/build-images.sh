@@ -101,6 +101,7 @@ if [[ $want == all ]]; then
   build pause "$PAUSE_IMAGE" "$images/pause" "$images/pause/Containerfile"
   build busybox "$BUSYBOX_IMAGE" "$images/busybox" "$images/busybox/Containerfile"
   build mariadb "$MARIADB_IMAGE" "$images/mariadb" "$images/mariadb/Containerfile"
+  build openldap "$OPENLDAP_IMAGE" "$images/openldap" "$images/openldap/Containerfile"
   for daemon in slurmd slurmctld slurmrestd slurmdbd login; do
     build "slurm-$SLURM_VERSION/$daemon" "$SLURM_IMAGE_REPO/$daemon:$SLURM_VERSION" "$images/slurm" \
       "$images/slurm/Containerfile" "$daemon" "$SLURM_BASE_IMAGE"

@@ -50,6 +50,7 @@ SLURM_IMAGE_REPO=localhost/sunk
 PAUSE_IMAGE=localhost/sunk/pause:3.10
 BUSYBOX_IMAGE=localhost/sunk/busybox:1.37
 MARIADB_IMAGE=localhost/sunk/mariadb:11.8
+OPENLDAP_IMAGE=localhost/sunk/openldap:2.6
 SUNK_IMAGE=localhost/sunk/sunk:dev
 
 # The cluster's own network, never routed off the machine: one bridge carries every pod of every

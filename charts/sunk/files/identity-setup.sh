@@ -1,8 +1,9 @@
 #!/bin/sh
 # Init step of every pod users' jobs or logins run in (root): the image's users and groups and the
-# chart's own (slurmCluster.identity), written to /etc/sunk/resolved, which the pod's containers mount
-# over /etc/passwd and /etc/group. With HOMES set (the shared home's mount), each user's home under
-# it is made once, owned by the user; an existing one is left as it is.
+# chart's own (slurmCluster.identity; none with identity.ldap, whose users come from the directory),
+# written to /etc/sunk/resolved, which the pod's containers mount over /etc/passwd and /etc/group.
+# With HOMES set (the shared home's mount), each declared user's home under it is made once, owned
+# by the user; an existing one is left as it is.
 set -eu
 for database in passwd group; do
   cat "/etc/$database" "/etc/sunk/identity/$database" >"/etc/sunk/resolved/$database"
@@ -17,4 +18,4 @@ while IFS=: read -r name _ uid gid _ home _; do
       echo "made $name's home $home"
       ;;
   esac
-done </etc/sunk/identity/passwd
+done </etc/sunk/identity/homes

@@ -137,3 +137,67 @@ JWT they sign with the cluster's key (files/slurm-api.sh). */}}
 {{- define "sunk.hookSecurityContext" -}}
 {runAsUser: 65534, runAsGroup: 65534, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 {{- end }}
+
+{{/* slurmCluster.identity.ldap: the nslcd sidecar of a Slurm pod, in the pod's own image (`image`): a
+native sidecar, started before the pod's other init containers and up once its socket answers. */}}
+{{- define "sunk.nslcdSidecar" -}}
+{{- if .root.Values.slurmCluster.identity.ldap.enabled }}
+- name: nslcd
+  image: {{ include "sunk.image" .image | quote }}
+  imagePullPolicy: {{ .image.pullPolicy | default "IfNotPresent" }}
+  restartPolicy: Always
+  command: [sh, /etc/sunk/ldap/nslcd.sh]
+  # Writes /etc/nslcd.conf, then nslcd drops to its own user.
+  securityContext: {runAsUser: 0}
+  startupProbe:
+    exec: {command: [test, -S, /run/nslcd/socket]}
+    periodSeconds: 1
+    failureThreshold: 120
+  resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 64Mi}}
+  volumeMounts:
+    - {name: nslcd, mountPath: /run/nslcd}
+    - {name: ldap-client, mountPath: /etc/sunk/ldap, readOnly: true}
+    {{- if .root.Values.slurmCluster.identity.ldap.bindPasswordSecret }}
+    - {name: ldap-bind, mountPath: /etc/sunk/ldap-bind, readOnly: true}
+    {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The mounts that send a container's user and group lookups to the pod's nslcd sidecar. */}}
+{{- define "sunk.nslcdMounts" -}}
+{{- if .Values.slurmCluster.identity.ldap.enabled }}
+- {name: nslcd, mountPath: /run/nslcd}
+- {name: ldap-client, mountPath: /etc/nsswitch.conf, subPath: nsswitch.conf, readOnly: true}
+{{- end }}
+{{- end }}
+
+{{- define "sunk.nslcdVolumes" -}}
+{{- if .Values.slurmCluster.identity.ldap.enabled }}
+- {name: nslcd, emptyDir: {medium: Memory}}
+- name: ldap-client
+  configMap: {name: {{ include "sunk.fullname" . }}-ldap-client}
+{{- with .Values.slurmCluster.identity.ldap.bindPasswordSecret }}
+- name: ldap-bind
+  secret: {secretName: {{ . }}, items: [{key: password, path: password}], defaultMode: 0400}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The directory nslcd asks: the companion slapd's Service, or the site's. */}}
+{{- define "sunk.ldapUri" -}}
+{{- $ldap := .Values.slurmCluster.identity.ldap }}
+{{- if $ldap.companion -}}
+ldap://{{ include "sunk.fullname" . }}-ldap.{{ .Release.Namespace }}.svc.{{ .Values.slurmCluster.clusterDomain }}/
+{{- else -}}
+{{ required "slurmCluster.identity.ldap.uri: the site's directory (or companion: true)" $ldap.uri }}
+{{- end }}
+{{- end }}
+
+{{- define "sunk.ldapBase" -}}
+{{- $ldap := .Values.slurmCluster.identity.ldap }}
+{{- if $ldap.companion -}}
+dc=sunk
+{{- else -}}
+{{ required "slurmCluster.identity.ldap.base: the site's search base (or companion: true)" $ldap.base }}
+{{- end }}
+{{- end }}

@@ -3,7 +3,8 @@
 //! that user and writes its output into the user's shared home; a job run while slurmdbd is away is
 //! accounted once it is back; `squeue` and `sacct` on the login pod
 //! list the user's jobs beside a pod's placeholder; `helm test` logs in as the user; an upgrade that
-//! replaces the login pod keeps its host key.
+//! replaces the login pod keeps its host key. With the users in the chart's companion LDAP directory
+//! instead of files, the same user logs in and their job runs as them.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -136,6 +137,25 @@ fn whole_cluster_values(release: &Release, public_key: &str) -> Vec<String> {
     values
 }
 
+/// The values of a cluster whose one user, with `public_key`, is in the companion LDAP directory
+/// only (no file of any pod lists them), with a shared home and a login node.
+fn directory_values(public_key: &str) -> Vec<String> {
+    let identity = json!({
+        "users": [{"name": USER, "uid": 1000, "gid": 1000, "sshAuthorizedKeys": [public_key]}],
+        "groups": [{"name": "ml", "gid": 1000, "members": [USER]}],
+        "ldap": {"enabled": true},
+    });
+    let mut values = Vec::new();
+    for (key, value) in [
+        ("slurmCluster.identity", identity),
+        ("slurmCluster.home", json!({"enabled": true, "size": "1Gi"})),
+        ("slurmCluster.login", json!({"enabled": true})),
+    ] {
+        values.extend(["--set-json".to_string(), format!("{key}={value}")]);
+    }
+    values
+}
+
 /// The job's accounting line `user|account|state` on the login pod, once it has one.
 async fn wait_accounted(ssh: &SshClient, job: &str, state: &str) -> anyhow::Result<String> {
     wait_for(&format!("sacct on the login pod to list job {job} {state}"), READY, || async {
@@ -231,5 +251,34 @@ async fn a_user_logs_in_submits_a_job_that_runs_as_them_and_sees_it_beside_the_p
         queue.trim().is_empty().then_some(())
     })
     .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_user_of_the_companion_directory_logs_in_and_their_job_runs_as_them() -> anyhow::Result<()> {
+    let _home: StaticVolume;
+    let release = Release::new("chart-ldap").await?;
+    _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
+    let mut ssh = SshClient::new(&release)?;
+    release.install_with(&directory_values(&ssh.public_key()?), &["login", "ldap"]).await?;
+    ssh.trust_login_of(&release)?;
+    // sshd finds the user only through the pod's nslcd and the directory.
+    ssh.wait_login().await?;
+    let resolved = ssh.run(&format!("grep -c '^{USER}:' /etc/passwd || true; getent passwd {USER}; id -Gn"))?;
+    let lines: Vec<&str> = resolved.lines().collect();
+    assert_eq!(lines.first(), Some(&"0"), "no file lists the user: {resolved}");
+    assert_eq!(lines.get(1), Some(&format!("{USER}:*:1000:1000:{USER}:/home/{USER}:/bin/bash").as_str()), "{resolved}");
+    assert_eq!(lines.get(2), Some(&"ml"), "the directory's group: {resolved}");
+
+    // slurmd resolves the job's user the same way: the job runs as them, in their home.
+    let job = ssh.run("sbatch --parsable --mem=100 --wrap 'id -un; id -gn; pwd'")?.trim().to_string();
+    let output = wait_for(&format!("job {job}'s output in the user's home"), READY, || async {
+        let output = ssh.run(&format!("cat slurm-{job}.out 2>/dev/null")).ok()?;
+        (output.lines().count() >= 3).then_some(output)
+    })
+    .await?;
+    assert_eq!(output, format!("{USER}\nml\n/home/{USER}\n"), "the job's identity, from the directory");
+    let user = ssh.run(&format!("squeue -h -t all -j {job} -o %u"))?;
+    assert_eq!(user.trim(), USER, "slurmctld names the job's user from the directory too");
     Ok(())
 }

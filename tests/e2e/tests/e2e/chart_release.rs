@@ -15,8 +15,9 @@ pub(crate) const READY: Duration = Duration::from_secs(120);
 /// The kubelet refreshes a ConfigMap volume on its periodic pod sync (about a minute), then the
 /// slurmctld pod's sidecar runs `scontrol reconfigure`.
 pub(crate) const CONFIG_APPLIED: Duration = Duration::from_secs(180);
-/// The local cluster's MariaDB image (tests/cluster/env.sh MARIADB_IMAGE).
+/// The local cluster's MariaDB and OpenLDAP images (tests/cluster/env.sh MARIADB_IMAGE, OPENLDAP_IMAGE).
 const MARIADB_TAG: &str = "11.8";
+const OPENLDAP_TAG: &str = "2.6";
 /// Where the tests' prolog script writes, inside each slurmd container.
 pub(crate) const PROLOG_TRACE: &str = "/tmp/sunk-e2e-prolog";
 
@@ -63,6 +64,8 @@ pub(crate) fn values(namespace: &str, kill_wait: u32, template_revision: &str) -
     }
     values.push("slurmCluster.images.mariadb.repository=localhost/sunk/mariadb".into());
     values.push(format!("slurmCluster.images.mariadb.tag={MARIADB_TAG}"));
+    values.push("slurmCluster.images.openldap.repository=localhost/sunk/openldap".into());
+    values.push(format!("slurmCluster.images.openldap.tag={OPENLDAP_TAG}"));
     let mut args = Vec::new();
     for value in values {
         args.extend(["--set".to_string(), value]);
