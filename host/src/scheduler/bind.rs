@@ -58,6 +58,9 @@ pub async fn cancel_as_replaced(placeholder: &Placeholder, ctx: &Context) -> Res
 
 /// How soon a pod waiting for a leaving pod's room looks again: a pod leaves within seconds.
 const ROOM_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long after its placeholder started a pod waits for a leaving pod at most: a pod that never
+/// leaves (its kubelet gone) must not hold the job's node idle; the kubelet then decides.
+const ROOM_WAIT_LIMIT: u64 = 60;
 
 /// The pod leaving `node` whose requests leave no room there for `pod` yet, if one does. Only when
 /// this scheduler's own pods show one leaving is the Node's every pod read (one live list, by node).
@@ -74,6 +77,10 @@ async fn room_held(pod: &Pod, node: &str, ctx: &Context) -> Option<String> {
         }
     };
     node_room::overcommitted(pod, &kube_node, &neighbours).then_some(leaving)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |now| now.as_secs())
 }
 
 /// What follows a replaced job.
@@ -94,7 +101,10 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
         conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
-    if let Some(leaving) = room_held(pod, &node, ctx).await {
+    let running_for = placeholder.job.start_time.get().map(|start| unix_now().saturating_sub(start));
+    let may_wait = running_for.is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT);
+    let leaving = if may_wait { room_held(pod, &node, ctx).await } else { None };
+    if let Some(leaving) = leaving {
         let message = format!(
             "Slurm job {} runs on {slurm_node}; Node {node} has no room for the pod until pod {leaving}, which is leaving it, is gone",
             placeholder.job.target()
