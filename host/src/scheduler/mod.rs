@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -177,7 +178,13 @@ pub async fn run(
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
     let (pods, pods_writer) = reflector::store();
-    let in_scope = config.scope.watch_pods(client.clone(), ours).reflect(pods_writer).applied_objects();
+    // The pods' managed fields are most of a pod's size and nothing the scheduler reads.
+    let in_scope = config
+        .scope
+        .watch_pods(client.clone(), ours)
+        .modify(|pod| pod.managed_fields_mut().clear())
+        .reflect(pods_writer)
+        .applied_objects();
     // A Node tainted or labelled, a slurmd pod or Slurm node come or gone: pending pods look again.
     let controller = Controller::for_stream(in_scope, pods)
         .reconcile_on(changed_rx)

@@ -13,7 +13,8 @@
 //! informers hold the same Nodes and pods).
 //!
 //! `cargo run --release -p sunk-e2e --bin scale-bench -- [--nodes 5000] [--pods 10000] [--cordons 30]
-//! [--window 30]`, with the cluster up (slurm.conf's MaxNodeCount must allow the nodes).
+//! [--window 30] [--memory-limit 3Gi]`, with the cluster up (slurm.conf's MaxNodeCount must allow the
+//! nodes); `--memory-limit` replaces the chart's 512Mi, which the leader outgrows at 10,000 pods.
 
 mod load;
 mod sample;
@@ -36,13 +37,20 @@ struct Args {
     pods: usize,
     cordons: usize,
     window: Duration,
+    /// The host's memory limit, when not the chart's (`--memory-limit 3Gi`).
+    memory_limit: Option<String>,
 }
 
 fn args() -> anyhow::Result<Args> {
-    let mut args = Args { nodes: 5000, pods: 10_000, cordons: 30, window: Duration::from_secs(30) };
+    let mut args = Args { nodes: 5000, pods: 10_000, cordons: 30, window: Duration::from_secs(30), memory_limit: None };
     let mut words = std::env::args().skip(1);
     while let Some(flag) = words.next() {
-        let value: usize = words.next().with_context(|| format!("a number after {flag}"))?.parse()?;
+        let word = words.next().with_context(|| format!("a value after {flag}"))?;
+        if flag == "--memory-limit" {
+            args.memory_limit = Some(word);
+            continue;
+        }
+        let value: usize = word.parse()?;
         match flag.as_str() {
             "--nodes" => args.nodes = value,
             "--pods" => args.pods = value,
@@ -58,7 +66,12 @@ fn args() -> anyhow::Result<Args> {
 async fn main() -> anyhow::Result<()> {
     let args = args()?;
     let cluster = Cluster::connect("scale-bench").await?;
-    let release = cluster.install_host_chart(&["--set", "replicas=2", "--set", "leaderElection.enabled=true"]).await?;
+    let limit = args.memory_limit.as_ref().map(|limit| format!("resources.limits.memory={limit}"));
+    let mut values = vec!["--set", "replicas=2", "--set", "leaderElection.enabled=true"];
+    if let Some(limit) = &limit {
+        values.extend(["--set", limit]);
+    }
+    let release = cluster.install_host_chart(&values).await?;
     let outcome = run(&cluster, &release, &args).await;
     let _ = cordon(&cluster, false).await;
     let teardown = cluster.uninstall_host_chart(&release).await;
