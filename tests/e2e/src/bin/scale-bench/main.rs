@@ -84,11 +84,12 @@ async fn main() -> anyhow::Result<()> {
 async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<String> {
     let observed = Observed::find(cluster, release).await?;
     observed.polled(cluster, 5.0).await?;
-    let mut rows = vec![("at rest".to_owned(), observed.window(cluster, args.window).await?)];
+    let mut rows = Vec::new();
+    rows.push(measured("at rest".to_owned(), observed.window(cluster, args.window).await?));
 
     let _nodes = CloudNodes::add(args.nodes)?;
     observed.polled(cluster, 5.0).await?;
-    rows.push((format!("{} Slurm nodes", args.nodes), observed.window(cluster, args.window).await?));
+    rows.push(measured(format!("{} Slurm nodes", args.nodes), observed.window(cluster, args.window).await?));
 
     let _fillers = Fillers::hold_every_node()?;
     let start = Instant::now();
@@ -99,7 +100,7 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     })
     .await?;
     let loaded = format!("{} Slurm nodes, {} pods waiting", args.nodes, args.pods);
-    rows.push((loaded, observed.window(cluster, args.window).await?));
+    rows.push(measured(loaded, observed.window(cluster, args.window).await?));
 
     let (mut drains, mut resumes) = (Vec::new(), Vec::new());
     for _ in 0..args.cordons {
@@ -125,6 +126,13 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
         percentiles(&mut drains),
         percentiles(&mut resumes),
     ))
+}
+
+/// A window's row, printed at once too: a run that fails later still tells what it measured.
+fn measured(load: String, window: Window) -> (String, Window) {
+    let row = (load, window);
+    eprintln!("{}", table(std::slice::from_ref(&row)));
+    row
 }
 
 fn table(rows: &[(String, Window)]) -> String {
