@@ -16,6 +16,7 @@ use sunk::scheduler::linked_pods;
 use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
 
 mod components;
+pub mod figures;
 mod host_chart;
 mod hostile;
 mod nodes;
@@ -26,7 +27,7 @@ mod slurm;
 pub use components::{Frozen, pid_of as component_pid, restart_component};
 pub use host_chart::CHART;
 pub use hostile::{Answer, HostileProxy};
-pub use nodes::{NodeGuard, create_nodeset, slurmd_image};
+pub use nodes::{NodeGuard, create_nodeset, set_unschedulable, slurmd_image};
 pub use priority::Priority;
 pub use restarts::{BOUND_AFTER_RESTART, ride_out_restarts};
 pub use slurm::{

@@ -1,7 +1,8 @@
 //! The shared Kubernetes Nodes a test borrows: NodeSets of slurmd pods on them, and the labels and
 //! taints a test puts on them for its own duration.
 
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use crate::{Cluster, kubectl};
 
@@ -98,4 +99,11 @@ impl Drop for NodeGuard {
             let _ = kubectl(&["taint", "node", node, &format!("{E2E_TAINT}-")]).output();
         }
     }
+}
+
+/// Cordons (`on`) or uncordons the Node, as `kubectl cordon` does.
+pub async fn set_unschedulable(kube: &kube::Client, node: &str, on: bool) -> anyhow::Result<()> {
+    let patch = serde_json::json!({"spec": {"unschedulable": on}});
+    Api::<Node>::all(kube.clone()).patch(node, &PatchParams::default(), &Patch::Merge(patch)).await?;
+    Ok(())
 }

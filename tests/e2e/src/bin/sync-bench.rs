@@ -12,11 +12,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
 use sunk::slurm::NodesPage;
+use sunk_e2e::figures::percentiles;
 use sunk_e2e::process::Usage;
-use sunk_e2e::{Cluster, in_slurm_root, wait_for};
+use sunk_e2e::{Cluster, in_slurm_root, set_unschedulable, wait_for};
 
 const NODE: &str = "kube-node-1";
 
@@ -48,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
     let outcome = run(&args).await;
     let _ = in_slurm_root(&["scontrol", "delete", &format!("nodename={range}")]);
     let kube = Cluster::client().await?;
-    let _ = cordon(&kube, false).await;
+    let _ = set_unschedulable(&kube, NODE, false).await;
     outcome
 }
 
@@ -127,7 +126,7 @@ where
 /// Cordons (or uncordons) kube-node-1 and returns how long until Slurm shows the node drained (or not).
 async fn until_drain(cluster: &Cluster, kube: &kube::Client, cordoned: bool) -> anyhow::Result<Duration> {
     let start = Instant::now();
-    cordon(kube, cordoned).await?;
+    set_unschedulable(kube, NODE, cordoned).await?;
     loop {
         let node = sunk_e2e::slurm_node(cluster, NODE).await?.context("kube-node-1 in Slurm")?;
         if node.state.iter().any(|s| s == "DRAIN") == cordoned {
@@ -136,18 +135,6 @@ async fn until_drain(cluster: &Cluster, kube: &kube::Client, cordoned: bool) -> 
         anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "no drain change in 30 s");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-async fn cordon(kube: &kube::Client, on: bool) -> anyhow::Result<()> {
-    let patch = serde_json::json!({"spec": {"unschedulable": on}});
-    Api::<Node>::all(kube.clone()).patch(NODE, &PatchParams::default(), &Patch::Merge(patch)).await?;
-    Ok(())
-}
-
-fn percentiles(samples: &mut [Duration]) -> String {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    format!("p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), samples[samples.len() - 1])
 }
 
 fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {

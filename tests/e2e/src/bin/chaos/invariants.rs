@@ -52,7 +52,7 @@ pub struct Sample {
     pub pool_states: String,
     /// Every job slurmrestd lists (any state, anyone's).
     pub slurm_jobs: u64,
-    /// The job arrays standing for the run's pods.
+    /// The job arrays standing for the run's pods (one entry per task; the workload counts them once).
     pub arrays: Vec<u64>,
 }
 
@@ -148,9 +148,7 @@ impl Invariants {
             .collect::<Vec<_>>()
             .join(", ");
         let slurm_jobs = jobs.len() as u64;
-        let mut arrays: Vec<u64> =
-            placeholders.iter().filter_map(|(_, job)| job.array_job_id.get()).filter(|id| *id > 0).collect();
-        arrays.dedup();
+        let arrays = placeholders.iter().filter_map(|(_, job)| job.array_job_id.get()).filter(|id| *id > 0).collect();
         Some(Sample { pending_with_room, pool_nodes_usable, pool_states, slurm_jobs, arrays })
     }
 

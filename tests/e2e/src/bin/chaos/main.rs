@@ -1,9 +1,10 @@
 //! A chaos run with invariants on the local cluster (not a test: it prints figures, and exits non-zero
 //! when an invariant was broken). The chart's host, two replicas behind a Lease, keeps a NodeSet over
 //! three Nodes and schedules a steady stream of pods (singles that run a few seconds, bursts that go
-//! to Slurm as job arrays, two-pod gangs, pods deleted while they run) beside Slurm batch jobs, while faults are injected one after another
-//! (see `faults`): the leader killed or frozen past its Lease, slurmctld, slurmrestd, the API server
-//! or a kubelet restarted, a slurmd pod deleted, a Node cordoned. The invariants (see `invariants`)
+//! to Slurm as job arrays, two-pod gangs, preemptors, pods deleted while they run) beside Slurm batch
+//! jobs, while faults are injected one after another (see `faults`): the leader killed or frozen past
+//! its Lease, slurmctld, slurmrestd, the API server or a kubelet restarted, a slurmd pod deleted, a
+//! Node cordoned. The invariants (see `invariants`)
 //! are checked on every sample and at the end.
 //!
 //! `cargo run -p sunk-e2e --bin chaos -- [--minutes 3] [--seed 1] [--faults all|none|<kind>,...]`,

@@ -1,7 +1,7 @@
 //! The steady work of a chaos run: 1-CPU pods that run a few seconds (singles, bursts of three alike
 //! that the host submits as one job array, two-pod gangs, and preemptors, whose PriorityClass ranks
-//! them above everything else), some deleted while they run, and Slurm batch jobs beside them. Pods that succeeded are deleted, as
-//! a Job controller's cleanup would.
+//! them above everything else), some deleted while they run, and Slurm batch jobs beside them. Pods
+//! that succeeded are deleted, as a Job controller's cleanup would.
 
 use std::collections::HashMap;
 use std::time::Duration;

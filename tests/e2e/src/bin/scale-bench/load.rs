@@ -14,8 +14,8 @@ use sunk_e2e::{Cluster, SlurmJob, in_slurm_root, pod};
 const PREFIX: &str = "scale";
 const FILLER_NAME: &str = "scale-bench-filler";
 /// What each pod asks for: more than a CLOUD node has (1 CPU), so only the held nodes could run it.
-pub const POD_CPU: &str = "2";
-pub const POD_MEMORY: &str = "256Mi";
+const POD_CPU: &str = "2";
+const POD_MEMORY: &str = "256Mi";
 /// Pods created at once.
 const CREATORS: usize = 16;
 

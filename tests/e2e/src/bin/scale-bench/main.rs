@@ -22,9 +22,8 @@ mod sample;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
-use sunk_e2e::{Cluster, in_slurm_root};
+use sunk_e2e::figures::percentiles;
+use sunk_e2e::{Cluster, in_slurm_root, set_unschedulable};
 
 use load::{CloudNodes, Fillers};
 use sample::{Observed, Window};
@@ -73,7 +72,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let release = cluster.install_host_chart(&values).await?;
     let outcome = run(&cluster, &release, &args).await;
-    let _ = cordon(&cluster, false).await;
+    let _ = set_unschedulable(&cluster.kube, CORDONED, false).await;
     let teardown = cluster.uninstall_host_chart(&release).await;
     let report = outcome?;
     teardown?;
@@ -168,7 +167,7 @@ fn table(rows: &[(String, Window)]) -> String {
 /// Cordons (or uncordons) the node and returns how long until slurmctld shows it drained (or not).
 async fn until_drain(cluster: &Cluster, cordoned: bool) -> anyhow::Result<Duration> {
     let start = Instant::now();
-    cordon(cluster, cordoned).await?;
+    set_unschedulable(&cluster.kube, CORDONED, cordoned).await?;
     loop {
         // One RPC to slurmctld: a listing of thousands of nodes would be most of what is measured.
         let shown = in_slurm_root(&["scontrol", "-o", "show", "node", CORDONED])?;
@@ -179,19 +178,4 @@ async fn until_drain(cluster: &Cluster, cordoned: bool) -> anyhow::Result<Durati
         anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "{CORDONED} still {state} after 30 s");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-async fn cordon(cluster: &Cluster, on: bool) -> anyhow::Result<()> {
-    let patch = serde_json::json!({"spec": {"unschedulable": on}});
-    Api::<Node>::all(cluster.kube.clone()).patch(CORDONED, &PatchParams::default(), &Patch::Merge(patch)).await?;
-    Ok(())
-}
-
-fn percentiles(samples: &mut [Duration]) -> String {
-    if samples.is_empty() {
-        return "no runs".into();
-    }
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    format!("p50 {:?}, p99 {:?}, max {:?}", at(0.5), at(0.99), samples[samples.len() - 1])
 }

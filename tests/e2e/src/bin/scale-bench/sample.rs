@@ -119,7 +119,7 @@ impl Observed {
 }
 
 /// A counter's value (0 when it has no sample yet).
-pub fn counter(metrics: &str, series: &str) -> f64 {
+fn counter(metrics: &str, series: &str) -> f64 {
     metrics.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or_default()
 }
 
