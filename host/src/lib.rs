@@ -4,8 +4,10 @@
 //! knows nothing of policies. Controllers (`scheduler`, `nodeset`) talk to both through narrow types.
 
 pub mod cli;
+mod decisions;
 pub mod delivery;
 mod failpoint;
+pub mod heap;
 pub mod http;
 pub mod kube;
 pub mod latency;

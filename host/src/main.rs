@@ -1,3 +1,6 @@
+#[global_allocator]
+static ALLOCATOR: sunk::heap::CountingAllocator = sunk::heap::CountingAllocator;
+
 fn main() -> std::process::ExitCode {
     sunk::cli::main()
 }

@@ -1,4 +1,7 @@
-//! Slurm host lists (`gpu-[01-03,7],login1`) expanded into node names.
+//! Slurm host lists (`gpu-[01-03,7],login1`) expanded into node names, and node names compressed
+//! into host lists.
+
+use std::collections::BTreeMap;
 
 /// Most names one host list may expand to, and most bytes they may take together; beyond either the
 /// list is refused rather than filling memory (`n[1-65536]` after a long prefix is a short list).
@@ -101,6 +104,59 @@ fn numbers(range: &str) -> Result<Vec<String>, &'static str> {
     Ok((from..=to).map(|n| format!("{n:0width$}")).collect())
 }
 
+/// Node names as few host list items as their numbered suffixes allow (`n1,n2,n3,m` ->
+/// `m`, `n[1-3]`), for [`expand`] to give back the same set: a job excluding 5,000 nodes carries a
+/// short list instead of 5,000 names. Zero-padded numbers keep their width; a name with a bracket or
+/// a comma in it is passed on as written.
+pub fn compress<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+    // (prefix, width of a zero-padded number or 0 for plain numbers) -> the numbers.
+    let mut numbered: BTreeMap<(&str, usize), Vec<u64>> = BTreeMap::new();
+    let mut items = Vec::new();
+    for name in names.iter().map(AsRef::as_ref) {
+        let digits_at = name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (prefix, digits) = name.split_at(digits_at);
+        let special = prefix.contains(['[', ']', ',']);
+        match digits.parse::<u64>() {
+            Ok(number) if !special && digits.len() <= MAX_BOUND_DIGITS => {
+                let width = if digits.len() > 1 && digits.starts_with('0') { digits.len() } else { 0 };
+                numbered.entry((prefix, width)).or_default().push(number);
+            }
+            _ => items.push(name.to_owned()),
+        }
+    }
+    items.sort();
+    items.dedup();
+    for ((prefix, width), mut numbers) in numbered {
+        numbers.sort_unstable();
+        numbers.dedup();
+        let runs = runs(&numbers).map(|(from, to)| match from == to {
+            true => format!("{from:0width$}"),
+            false => format!("{from:0width$}-{to:0width$}"),
+        });
+        let runs: Vec<String> = runs.collect();
+        match runs.as_slice() {
+            [single] if !single.contains('-') => items.push(format!("{prefix}{single}")),
+            _ => items.push(format!("{prefix}[{}]", runs.join(","))),
+        }
+    }
+    items
+}
+
+/// Consecutive stretches of sorted, distinct numbers, as (first, last).
+fn runs(numbers: &[u64]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let from = *numbers.get(at)?;
+        let mut to = from;
+        while numbers.get(at + 1) == Some(&(to + 1)) {
+            to += 1;
+            at += 1;
+        }
+        at += 1;
+        Some((from, to))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +182,30 @@ mod tests {
         assert!(expand(&long_prefix).is_err(), "64 MB of names from a 1 KB list");
         let padded = format!("n[{}1-{}9]", "0".repeat(100_000), "0".repeat(100_000));
         assert!(expand(&padded).is_err(), "nine names of 100 KB each");
+    }
+
+    #[test]
+    fn compresses_numbered_names_into_ranges_and_keeps_the_rest() {
+        assert_eq!(compress(&["n1", "n2", "n3", "n5", "login"]), ["login", "n[1-3,5]"]);
+        assert_eq!(compress(&["gpu-01", "gpu-02", "gpu-10"]), ["gpu-10", "gpu-[01-02]"]);
+        assert_eq!(compress(&["kube-node-2"]), ["kube-node-2"]);
+        assert_eq!(compress(&["n9", "n10", "n9"]), ["n[9-10]"]);
+        assert_eq!(compress::<&str>(&[]), Vec::<String>::new());
+        let cloud: Vec<String> = (1..=5000).map(|n| format!("cloud-{n}")).collect();
+        assert_eq!(compress(&cloud), ["cloud-[1-5000]"]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        #[test]
+        fn a_compressed_list_expands_to_the_same_names(
+            names in proptest::collection::vec("[a-c]{0,2}-?[0-9]{0,3}", 0..40)
+        ) {
+            let names: Vec<String> = names.into_iter().filter(|n| !n.is_empty()).collect();
+            let expanded: std::collections::BTreeSet<String> =
+                compress(&names).iter().flat_map(|item| expand(item).unwrap()).collect();
+            let given: std::collections::BTreeSet<String> = names.into_iter().collect();
+            proptest::prop_assert_eq!(expanded, given);
+        }
     }
 }

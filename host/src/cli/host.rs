@@ -56,6 +56,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     let slurm_info_metric = SlurmInfoMetric::default();
     slurm_info_metric.register(&mut registry);
     slurm.register(&mut registry);
+    crate::heap::register(&mut registry);
     slurm_info_metric.set(&slurm_info);
     policies.metrics.register(&mut registry);
     let metrics = WriterMetrics::default();

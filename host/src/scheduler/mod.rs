@@ -21,6 +21,7 @@ mod placeholder;
 mod placement;
 mod pod_phase;
 mod pod_record;
+mod pod_trim;
 mod preemption;
 mod reconcile;
 mod scope;
@@ -33,7 +34,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -54,6 +54,11 @@ use crate::tenancy::Tenancy;
 use grants::Grants;
 use link::Installation;
 use placement::Placement;
+
+/// Passes over pods under way at once, at most. Enough for a burst to fill a few job arrays in one
+/// turn (see `batch`), while 10,000 pods arriving together do not hold 10,000 passes in memory (each
+/// about 15 KB, and whatever it has gathered) waiting for their turns; the rest wait as names.
+const MOST_PASSES_AT_ONCE: u16 = 256;
 
 /// What the scheduler is told at start-up.
 pub struct Config {
@@ -178,15 +183,11 @@ pub async fn run(
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
     let (pods, pods_writer) = reflector::store();
-    // The pods' managed fields are most of a pod's size and nothing the scheduler reads.
-    let in_scope = config
-        .scope
-        .watch_pods(client.clone(), ours)
-        .modify(|pod| pod.managed_fields_mut().clear())
-        .reflect(pods_writer)
-        .applied_objects();
+    let in_scope =
+        config.scope.watch_pods(client.clone(), ours).modify(pod_trim::trim).reflect(pods_writer).applied_objects();
     // A Node tainted or labelled, a slurmd pod or Slurm node come or gone: pending pods look again.
     let controller = Controller::for_stream(in_scope, pods)
+        .with_config(kube::runtime::controller::Config::default().concurrency(MOST_PASSES_AT_ONCE))
         .reconcile_on(changed_rx)
         .reconcile_all_on(placement.clone().changes(config.poll_interval))
         .shutdown_on_signal();

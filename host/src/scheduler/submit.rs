@@ -19,7 +19,7 @@ use super::{Context, Error, bind, conditions, exclusions, pod_record};
 use crate::failpoint;
 use crate::policy::worlds::MapPodInput;
 use crate::policy::{JobRequest, Mapping, PolicyError, Rejection};
-use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError};
+use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError, compress_hostlist};
 use crate::tenancy::{self, NotGranted};
 
 /// How soon a pod looks again when Slurm's nodes could not be read.
@@ -30,11 +30,12 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
         ControlFlow::Continue(request) => request,
         ControlFlow::Break(action) => return Ok(action),
     };
-    let verdict = match placement(pod, ctx).await? {
-        ControlFlow::Continue(verdict) => verdict,
+    // The verdict names every Slurm node (thousands, at scale): it must not be held while the pod
+    // waits for its turn below.
+    request.excluded_nodes = match placement(pod, ctx).await? {
+        ControlFlow::Continue(verdict) => exclusions::for_job(&request.excluded_nodes, &verdict),
         ControlFlow::Break(action) => return Ok(action),
     };
-    request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
     let kind = ctx.placeholder_kind();
     let description = placeholder::job_description(&key, request, kind, &ctx.installation);
     if kind == PlaceholderKind::External {
@@ -146,22 +147,24 @@ async fn in_doubt(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) ->
 /// Brings a pending job's excluded nodes in line with the pod's placement rules as they are now
 /// (a Node tainted, labelled or added since the job was submitted).
 pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<(), Error> {
+    // The policy's own exclusions are asked again: they are part of what the job must carry.
+    let Ok(Mapped::Job(request)) = decide(pod, ctx).await else {
+        return Ok(());
+    };
     let Ok(verdict) = ctx.placement.verdict(pod_spec(pod)) else {
         return Ok(()); // Slurm's nodes are not known now; the next pass looks again.
-    };
-    // The policy's own exclusions are asked again: they are part of what the job must carry.
-    let Ok(Mapped::Job(request)) = decide(pod, ctx) else {
-        return Ok(());
     };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
     if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
         return Ok(());
     }
     let job_id = placeholder.job.target();
-    let update = JobUpdate { excluded_nodes: Some(wanted.clone()), ..Default::default() };
+    let excluded = compress_hostlist(&wanted);
+    drop((verdict, wanted));
+    let update = JobUpdate { excluded_nodes: Some(excluded.clone()), ..Default::default() };
     match ctx.slurm.update_job(&job_id, &update).await {
         Ok(()) => {
-            tracing::info!(job = job_id, excluded = %wanted.join(","), "placement rules changed: excluded nodes updated");
+            tracing::info!(job = job_id, excluded = %excluded.join(","), "placement rules changed: excluded nodes updated");
             Ok(())
         }
         // The job started or ended meanwhile, or a node vanished: the next pass sees the new state.
@@ -191,7 +194,7 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequ
         ctx.writer.event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}")).await;
         Ok::<_, Error>(ControlFlow::Break(Action::await_change()))
     };
-    match decide(pod, ctx) {
+    match decide(pod, ctx).await {
         Ok(Mapped::Job(request)) => Ok(ControlFlow::Continue(*request)),
         Ok(Mapped::Rejected(rejection)) => {
             refused(WaitReason::PolicyRejected, format!("{}: {}", rejection.field, rejection.message)).await
@@ -213,10 +216,9 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequ
     }
 }
 
-fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
+async fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
     let input = MapPodInput { pod: pod_record::pod_record(pod), cluster: ctx.cluster.clone() };
-    // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
-    let mapping = tokio::task::block_in_place(|| ctx.policies.job_mapper.decide(&input))?;
+    let mapping = crate::decisions::off_io(|| ctx.policies.job_mapper.decide(&input)).await?;
     Ok(match mapping {
         Mapping::Reject(rejection) => Mapped::Rejected(rejection),
         Mapping::Job(request) if ctx.grants.trust_annotations() => Mapped::Job(Box::new(request)),

@@ -111,7 +111,7 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
         &keys[0],
         {
             let mut request = request;
-            request.excluded_nodes = exclusions::wanted(&request.excluded_nodes, &verdict);
+            request.excluded_nodes = exclusions::for_job(&request.excluded_nodes, &verdict);
             request
         },
         ctx.placeholder_kind(),

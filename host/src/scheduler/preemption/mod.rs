@@ -15,20 +15,22 @@ mod execute;
 mod in_flight;
 mod offer;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 
 pub use in_flight::InFlight;
 
 use super::job_cache::Placeholder;
-use super::link::linked_pods;
+use super::link::{PodKey, linked_pods};
 use super::metrics::PreemptionResult;
 use super::pod_phase::leaving;
 use super::submit::pod_spec;
 use super::{Context, Error, exclusions};
+use crate::policy::worlds::ChooseVictimsInput;
 use crate::slurm::{Job, JobState, expand_hostlist};
 use crate::tenancy;
 
@@ -68,27 +70,13 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
     if ctx.jobs.unreachable(PATIENCE).is_some() {
         return Ok(None);
     }
-    let (Ok(snapshot), Ok(verdict)) = (ctx.placement.slurm_nodes.snapshot(), ctx.placement.verdict(pod_spec(pod)))
-    else {
-        return Ok(None);
-    };
-    let excluded = exclusions::current(job);
-    let allowed: BTreeSet<String> = verdict.eligible.into_iter().filter(|node| !excluded.contains(node)).collect();
-    let mut leaving_jobs = ctx.preemptions.victims();
-    leaving_jobs.extend(jobs_of_leaving_pods(&holding, ctx));
-    let views = offer::Views {
-        nodes: snapshot.nodes().collect(),
-        holding: &holding,
-        allowed: &allowed,
-        leaving: &leaving_jobs,
-        grace: &grace_periods(ctx),
-        now: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs()),
-        can_requeue: ctx.slurm.can_requeue(),
-    };
-    let name = format!("{}/{}", placeholder.pod.namespace, placeholder.pod.name);
-    let Some(mut input) = offer::offer(job, &name, &views) else {
-        ctx.metrics.preemption(PreemptionResult::none);
-        return Ok(Outcome::settled("no running job on the nodes it may use could make room"));
+    let mut input = match offer_for(pod, placeholder, &holding, ctx) {
+        Offer::Unseen => return Ok(None),
+        Offer::NoVictims => {
+            ctx.metrics.preemption(PreemptionResult::none);
+            return Ok(Outcome::settled("no running job on the nodes it may use could make room"));
+        }
+        Offer::Input(input) => *input,
     };
     if !ctx.grants.trust_annotations() {
         // Ranked by its PriorityClass, capped by its namespace's grant: an annotation never raises it.
@@ -98,8 +86,7 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
             None => 0,
         };
     }
-    // A decision may compute for up to its time budget: keep it off the threads that drive I/O.
-    let decision = match tokio::task::block_in_place(|| ctx.policies.preemption.decide(&input)) {
+    let decision = match crate::decisions::off_io(|| ctx.policies.preemption.decide(&input)).await {
         Ok(decision) => decision,
         Err(error) => {
             ctx.metrics.preemption(PreemptionResult::error);
@@ -122,31 +109,65 @@ fn never_preempts(pod: &Pod) -> bool {
     spec.priority.is_none_or(|priority| priority <= 0) || spec.preemption_policy.as_deref() == Some("Never")
 }
 
+/// What the preemption policy may be offered for a waiting placeholder.
+enum Offer {
+    /// Slurm's nodes cannot be read now.
+    Unseen,
+    /// No running job on the nodes it may use could make room.
+    NoVictims,
+    Input(Box<ChooseVictimsInput>),
+}
+
+/// The policy's input, drawn from views of every Slurm node that are gone before the decision is
+/// awaited: thousands of names each, at scale, for every waiting pod.
+fn offer_for(pod: &Pod, placeholder: &Placeholder, holding: &[Job], ctx: &Context) -> Offer {
+    let job = &placeholder.job;
+    let (Ok(snapshot), Ok(verdict)) = (ctx.placement.slurm_nodes.snapshot(), ctx.placement.verdict(pod_spec(pod)))
+    else {
+        return Offer::Unseen;
+    };
+    let excluded = exclusions::current(job);
+    let allowed: BTreeSet<String> = verdict.eligible.into_iter().filter(|node| !excluded.contains(node)).collect();
+    let mut leaving_jobs = ctx.preemptions.victims();
+    leaving_jobs.extend(jobs_of_leaving_pods(holding, ctx));
+    let grace =
+        |key: &PodKey| ctx.pods.get(&ObjectRef::new(&key.name).within(&key.namespace)).map(|pod| grace_of(&pod));
+    let views = offer::Views {
+        nodes: snapshot.nodes().collect(),
+        holding,
+        allowed: &allowed,
+        leaving: &leaving_jobs,
+        grace: &grace,
+        now: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs()),
+        can_requeue: ctx.slurm.can_requeue(),
+    };
+    let name = format!("{}/{}", placeholder.pod.namespace, placeholder.pod.name);
+    match offer::offer(job, &name, &views) {
+        Some(input) => Offer::Input(Box::new(input)),
+        None => Offer::NoVictims,
+    }
+}
+
 /// Placeholders whose every pod is leaving: what they hold is about to be free.
 fn jobs_of_leaving_pods(holding: &[Job], ctx: &Context) -> Vec<u32> {
-    let pods: HashMap<String, std::sync::Arc<Pod>> =
-        ctx.pods.state().into_iter().filter_map(|pod| pod.uid().map(|uid| (uid, pod))).collect();
+    let is_leaving = |key: &PodKey| {
+        let pod = ctx.pods.get(&ObjectRef::new(&key.name).within(&key.namespace));
+        pod.is_some_and(|pod| pod.uid().as_deref() == Some(key.uid.as_str()) && leaving(&pod).is_some())
+    };
     holding
         .iter()
         .filter(|job| {
             let linked = linked_pods(job);
-            !linked.is_empty() && linked.iter().all(|key| pods.get(&key.uid).is_some_and(|pod| leaving(pod).is_some()))
+            !linked.is_empty() && linked.iter().all(is_leaving)
         })
         .map(|job| job.job_id)
         .collect()
 }
 
-/// The grace period of every pod this scheduler watches, by `<namespace>/<name>`.
-fn grace_periods(ctx: &Context) -> HashMap<String, u32> {
-    ctx.pods
-        .state()
-        .iter()
-        .map(|pod| {
-            let grace = pod.spec.as_ref().and_then(|spec| spec.termination_grace_period_seconds).unwrap_or(30);
-            let name = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
-            (name, u32::try_from(grace.max(0)).unwrap_or(u32::MAX))
-        })
-        .collect()
+/// A pod's grace period, in seconds (Kubernetes' default, 30, when it names none).
+fn grace_of(pod: &Pod) -> u32 {
+    let grace = pod.spec.as_ref().and_then(|spec| spec.termination_grace_period_seconds).unwrap_or(30);
+    u32::try_from(grace.max(0)).unwrap_or(u32::MAX)
 }
 
 /// What is known of Slurm's own preemption of a bound pod's placeholder.

@@ -8,7 +8,7 @@ use crate::policy::worlds::ChooseVictimsInput;
 use crate::policy::{Candidate, Node as PolicyNode, Preemptor, WorkloadKind};
 use crate::slurm::{Job, JobState, Node, Resources, expand_hostlist};
 
-use super::super::link::linked_pods;
+use super::super::link::{PodKey, linked_pods};
 
 /// The views an offer is drawn from.
 pub struct Views<'a> {
@@ -20,8 +20,8 @@ pub struct Views<'a> {
     pub allowed: &'a BTreeSet<String>,
     /// Jobs already on their way out (cancelled, or whose pod is leaving): what they hold counts as free.
     pub leaving: &'a BTreeSet<u32>,
-    /// A pod's grace period by `<namespace>/<name>`, for the pods sunk knows.
-    pub grace: &'a HashMap<String, u32>,
+    /// A pod's grace period, for the pods sunk knows.
+    pub grace: &'a dyn Fn(&PodKey) -> Option<u32>,
     /// The wall clock, in UNIX seconds.
     pub now: u64,
     /// Whether slurmrestd can requeue a job (Slurm 26.05's, v0.0.45).
@@ -95,7 +95,7 @@ fn candidate(job: &Job, nodes: Vec<String>, views: &Views) -> Candidate {
     };
     let grace = match kind {
         // Kubernetes' default grace period for a pod sunk does not watch.
-        WorkloadKind::Pod => views.grace.get(&name).copied().unwrap_or(30),
+        WorkloadKind::Pod => pods.first().and_then(views.grace).unwrap_or(30),
         WorkloadKind::SlurmJob => 0,
     };
     let held = job.held_per_node();
@@ -174,7 +174,7 @@ mod tests {
         let (n1, n2, n3) = (node("n1", 2), node("n2", 2), node("n3", 0));
         let allowed: BTreeSet<String> = ["n1", "n2"].map(String::from).into();
         let leaving: BTreeSet<u32> = leaving.iter().copied().collect();
-        let grace = HashMap::from([("ml/serve".to_string(), 15)]);
+        let grace = |pod: &PodKey| (pod.namespace == "ml" && pod.name == "serve").then_some(15);
         let views = Views {
             nodes: vec![&n1, &n2, &n3],
             holding,
