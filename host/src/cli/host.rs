@@ -57,6 +57,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     slurm_info_metric.register(&mut registry);
     slurm.register(&mut registry);
     crate::heap::register(&mut registry);
+    tokio::spawn(crate::heap::give_back_freed_memory(std::time::Duration::from_secs(10)));
     slurm_info_metric.set(&slurm_info);
     policies.metrics.register(&mut registry);
     let metrics = WriterMetrics::default();
