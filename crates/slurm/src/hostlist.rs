@@ -129,15 +129,15 @@ pub fn compress<S: AsRef<str>>(names: &[S]) -> Vec<String> {
     for ((prefix, width), mut numbers) in numbered {
         numbers.sort_unstable();
         numbers.dedup();
-        let runs = runs(&numbers).map(|(from, to)| match from == to {
+        if let [only] = numbers.as_slice() {
+            items.push(format!("{prefix}{only:0width$}"));
+            continue;
+        }
+        let ranges = runs(&numbers).map(|(from, to)| match from == to {
             true => format!("{from:0width$}"),
             false => format!("{from:0width$}-{to:0width$}"),
         });
-        let runs: Vec<String> = runs.collect();
-        match runs.as_slice() {
-            [single] if !single.contains('-') => items.push(format!("{prefix}{single}")),
-            _ => items.push(format!("{prefix}[{}]", runs.join(","))),
-        }
+        items.push(format!("{prefix}[{}]", ranges.collect::<Vec<_>>().join(",")));
     }
     items
 }

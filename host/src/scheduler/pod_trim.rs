@@ -18,13 +18,6 @@ pub fn trim(pod: &mut Pod) {
     for container in spec.containers.iter_mut().chain(init) {
         trim_container(container);
     }
-    for container in spec.ephemeral_containers.iter_mut().flatten() {
-        container.env = None;
-        container.env_from = None;
-        container.volume_mounts = None;
-        container.command = None;
-        container.args = None;
-    }
 }
 
 fn trim_container(container: &mut Container) {

@@ -160,6 +160,7 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
     }
     let job_id = placeholder.job.target();
     let excluded = compress_hostlist(&wanted);
+    // Both name every Slurm node: not held while the update is awaited.
     drop((verdict, wanted));
     let update = JobUpdate { excluded_nodes: Some(excluded.clone()), ..Default::default() };
     match ctx.slurm.update_job(&job_id, &update).await {
