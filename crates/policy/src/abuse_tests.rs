@@ -153,10 +153,14 @@ fn swaps_are_atomic_and_roll_back() {
         assert!(decider.join().unwrap() > 0);
     }
     assert_eq!(point.live().source, Source::File("v9".into()));
+    assert_eq!(point.revision(), 10, "every module that went live is a revision");
     assert_eq!(point.rollback(), Some(Source::File("v8".into())));
     assert_eq!(point.live().source, Source::File("v8".into()));
     point.reset();
     assert_eq!(point.live().source, Source::Bundled);
+    assert_eq!(point.revision(), 12);
+    point.reset();
+    assert_eq!(point.revision(), 12, "nothing went live");
 }
 
 #[test]

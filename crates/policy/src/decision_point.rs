@@ -2,6 +2,7 @@
 //! between versions.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -70,6 +71,8 @@ pub struct DecisionPoint<W: World> {
     metrics: PolicyMetrics,
     /// Who withholds every decision and why, while an operator's module is not live.
     withheld: Mutex<Option<(Source, String)>>,
+    /// How many times the live module was replaced (see [`Self::revision`]).
+    revision: AtomicU64,
 }
 
 impl<W: World> DecisionPoint<W> {
@@ -83,6 +86,7 @@ impl<W: World> DecisionPoint<W> {
             on_failure,
             metrics,
             withheld: Mutex::new(None),
+            revision: AtomicU64::new(0),
         })
     }
 
@@ -129,6 +133,12 @@ impl<W: World> DecisionPoint<W> {
     /// The module deciding now.
     pub fn live(&self) -> Arc<Live<W>> {
         self.live.load_full()
+    }
+
+    /// Changes whenever another module goes live (swap, rollback, reset): a caller that remembers a
+    /// decision may reuse it while the revision stays the same.
+    pub fn revision(&self) -> u64 {
+        self.revision.load(Ordering::Acquire)
     }
 
     /// The module that was live before the last swap, kept for rollback.
@@ -192,6 +202,7 @@ impl<W: World> DecisionPoint<W> {
     fn replace(&self, next: Arc<Live<W>>) {
         let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.live.swap(next.clone());
+        self.revision.fetch_add(1, Ordering::AcqRel);
         tracing::info!(
             decision = W::NAME,
             policy = %next.source,

@@ -121,6 +121,16 @@ impl PolicyMetrics {
     /// How many decisions of `decision` ended with `outcome`, over all policies.
     #[cfg(test)]
     pub(crate) fn outcome_count(&self, decision: &str, outcome: Outcome) -> u64 {
+        let outcome = format!("outcome=\"{outcome:?}\"");
+        self.counted(decision, |line| line.contains(&outcome))
+    }
+
+    /// How many decisions `decision` made, whatever their outcome, over all policies.
+    pub fn decisions(&self, decision: &str) -> u64 {
+        self.counted(decision, |_| true)
+    }
+
+    fn counted(&self, decision: &str, counts: impl Fn(&str) -> bool) -> u64 {
         // Family has no iterator; the encoded text is the one complete view of it.
         let mut registry = Registry::default();
         registry.register("d", "", self.outcomes.clone());
@@ -128,9 +138,9 @@ impl PolicyMetrics {
         if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
             return 0;
         }
-        let (decision, outcome) = (format!("decision=\"{decision}\""), format!("outcome=\"{outcome:?}\""));
+        let decision = format!("decision=\"{decision}\"");
         text.lines()
-            .filter(|line| line.starts_with("d_total{") && line.contains(&decision) && line.contains(&outcome))
+            .filter(|line| line.starts_with("d_total{") && line.contains(&decision) && counts(line))
             .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     }

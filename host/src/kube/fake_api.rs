@@ -31,6 +31,16 @@ struct State {
     /// By kind and name: `pods/ml/a`, `nodes/kube-node-1`.
     objects: BTreeMap<String, Value>,
     writes: Vec<String>,
+    /// The resource version the last change was given.
+    version: u64,
+}
+
+impl State {
+    /// A new resource version for an object that changed, as the API server gives one on every write.
+    fn changed(version: &mut u64, object: &mut Value) {
+        *version += 1;
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+    }
 }
 
 impl FakeApi {
@@ -79,8 +89,10 @@ impl FakeApi {
         self.lock().writes.clone()
     }
 
-    fn put(&self, key: String, object: Value) {
-        self.lock().objects.insert(key, object);
+    fn put(&self, key: String, mut object: Value) {
+        let mut state = self.lock();
+        State::changed(&mut state.version, &mut object);
+        state.objects.insert(key, object);
     }
 
     fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
@@ -131,7 +143,7 @@ impl FakeApi {
             _ => return self.unexpected(&method, &path),
         };
         let mut state = self.lock();
-        let State { objects, writes } = &mut *state;
+        let State { objects, writes, version } = &mut *state;
         let Some(object) = objects.get_mut(&key) else {
             return status(404, "NotFound", &format!("{key} not found"));
         };
@@ -139,6 +151,7 @@ impl FakeApi {
             ("GET", None) => reply(200, object.clone()),
             ("PATCH", sub @ (None | Some("status"))) => {
                 merge(object, &body, strategic);
+                State::changed(version, object);
                 writes.push(format!("patch {key}{}", sub.map(|s| format!("/{s}")).unwrap_or_default()));
                 reply(200, object.clone())
             }
@@ -149,6 +162,7 @@ impl FakeApi {
                 let node = body["target"]["name"].clone();
                 writes.push(format!("bind {key} {}", node.as_str().unwrap_or_default()));
                 object["spec"]["nodeName"] = node;
+                State::changed(version, object);
                 status(201, "", "")
             }
             ("DELETE", None) | ("POST", Some("eviction")) => {
@@ -175,6 +189,7 @@ impl FakeApi {
         }
         object["metadata"]["uid"] = json!(format!("uid-{name}"));
         object["metadata"]["creationTimestamp"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+        State::changed(&mut state.version, &mut object);
         state.writes.push(format!("create {key}"));
         state.objects.insert(key, object.clone());
         reply(201, object)

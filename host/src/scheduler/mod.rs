@@ -19,6 +19,7 @@ mod node_room;
 mod orphans;
 mod placeholder;
 mod placement;
+mod placement_checks;
 mod pod_phase;
 mod pod_record;
 mod pod_trim;
@@ -104,6 +105,8 @@ pub struct Context {
     pub grants: Grants,
     pub slurmd: SlurmdPods,
     pub placement: Placement,
+    /// Waiting jobs found in line with their pods' placement rules, and on what grounds.
+    pub placement_checks: placement_checks::PlacementChecks,
     pub cluster: policy::Cluster,
     pub metrics: SchedulerMetrics,
     pub fast_path: bool,
@@ -174,7 +177,7 @@ pub async fn run(
     slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
     nodes_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of Nodes ended"))?;
     let slurmd = SlurmdPods::new(slurmd_store, slurm_nodes.clone());
-    let placement = Placement { nodes: nodes_store, slurmd: slurmd.clone(), slurm_nodes };
+    let placement = Placement::new(nodes_store, slurmd.clone(), slurm_nodes);
 
     let installation = Installation::new(&config.scheduler_name, &cluster_uid(&client).await?);
     let jobs = JobCache::new(installation.clone());
@@ -214,6 +217,7 @@ pub async fn run(
         grants,
         slurmd,
         placement,
+        placement_checks: Default::default(),
         cluster: config.cluster,
         metrics: config.metrics,
         fast_path: config.fast_path,

@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::Stream;
@@ -57,9 +59,15 @@ pub struct Placement {
     pub nodes: Store<Node>,
     pub slurmd: SlurmdPods,
     pub slurm_nodes: NodeCache,
+    /// The fingerprint last published (see [`Self::publish`]); 0 before the first.
+    published: Arc<AtomicU64>,
 }
 
 impl Placement {
+    pub fn new(nodes: Store<Node>, slurmd: SlurmdPods, slurm_nodes: NodeCache) -> Self {
+        Self { nodes, slurmd, slurm_nodes, published: Arc::default() }
+    }
+
     /// The verdict for a pod, or `Unreadable` when Slurm's node list is not known to be current.
     pub fn verdict(&self, spec: &PodSpec) -> Result<Verdict, Unreadable> {
         let snapshot = self.slurm_nodes.snapshot()?;
@@ -101,14 +109,26 @@ impl Placement {
         hasher.finish()
     }
 
-    /// Yields whenever the fingerprint changes (checked every `interval`).
+    /// Takes the fingerprint as it is now as the one every pod is passed over again for; returns
+    /// whether it changed. Whoever publishes must then pass every pending pod again.
+    pub fn publish(&self) -> bool {
+        let now = self.fingerprint();
+        self.published.swap(now, Ordering::AcqRel) != now
+    }
+
+    /// The fingerprint last published: a check of a pod's job made under it need not be made again
+    /// until it changes (the pass that follows a change makes it).
+    pub fn published(&self) -> u64 {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// Publishes the fingerprint every `interval`, yielding whenever it changed.
     pub fn changes(self, interval: Duration) -> impl Stream<Item = ()> + Send {
-        futures::stream::unfold((self, None::<u64>), move |(placement, last)| async move {
+        futures::stream::unfold(self, move |placement| async move {
             loop {
                 tokio::time::sleep(interval).await;
-                let now = placement.fingerprint();
-                if last != Some(now) {
-                    return Some(((), (placement, Some(now))));
+                if placement.publish() {
+                    return Some(((), placement));
                 }
             }
         })

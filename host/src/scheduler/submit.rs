@@ -14,6 +14,7 @@ use super::job_cache::Placeholder;
 use super::link::PodKey;
 use super::placeholder::{self, PlaceholderKind};
 use super::placement::Verdict;
+use super::placement_checks::Grounds;
 use super::timing::{RECHECK, RETRY};
 use super::{Context, Error, bind, conditions, exclusions, pod_record};
 use crate::failpoint;
@@ -147,6 +148,12 @@ async fn in_doubt(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) ->
 /// Brings a pending job's excluded nodes in line with the pod's placement rules as they are now
 /// (a Node tainted, labelled or added since the job was submitted).
 pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<(), Error> {
+    // Taken before anything is read: a change published while this pass runs is checked again.
+    let grounds = Grounds::of(pod, &placeholder.job, ctx.placement.published(), ctx.policies.job_mapper.revision());
+    let uid = &placeholder.pod.uid;
+    if ctx.placement_checks.is_current(uid, &grounds) {
+        return Ok(());
+    }
     // The policy's own exclusions are asked again: they are part of what the job must carry.
     let Ok(Mapped::Job(request)) = decide(pod, ctx).await else {
         return Ok(());
@@ -156,6 +163,7 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
     };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
     if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
+        ctx.placement_checks.record(uid, &grounds);
         return Ok(());
     }
     let job_id = placeholder.job.target();
@@ -166,6 +174,9 @@ pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context)
     match ctx.slurm.update_job(&job_id, &update).await {
         Ok(()) => {
             tracing::info!(job = job_id, excluded = %excluded.join(","), "placement rules changed: excluded nodes updated");
+            // The job's listing changes with the update, and so do the grounds: the next pass checks
+            // once more that Slurm took it.
+            ctx.placement_checks.record(uid, &grounds);
             Ok(())
         }
         // The job started or ended meanwhile, or a node vanished: the next pass sees the new state.

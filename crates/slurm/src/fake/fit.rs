@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::World;
+use super::{World, node_names};
 use crate::{JobDescription, JobState, NoValue, Node};
 
 /// What one job needs: `nodes` nodes with `cpus_per_node` free CPUs each.
@@ -23,8 +23,8 @@ impl Demand {
             nodes: description.minimum_nodes.unwrap_or(1).max(1) as usize,
             cpus_per_node: u64::from(description.cpus_per_task.max(1)) * tasks_per_node,
             partition: description.partition.clone(),
-            required: description.required_nodes.iter().filter(|n| !n.is_empty()).cloned().collect(),
-            excluded: description.excluded_nodes.iter().filter(|n| !n.is_empty()).cloned().collect(),
+            required: node_names(&description.required_nodes),
+            excluded: node_names(&description.excluded_nodes),
         }
     }
 

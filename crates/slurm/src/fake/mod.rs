@@ -205,8 +205,8 @@ impl World {
     }
 
     /// Slurm's refusal of a request naming a node it does not know (error 2018), if it names one.
-    fn unknown_node(&self, names: &[String]) -> Option<ApiMessage> {
-        let unknown = names.iter().find(|name| !name.is_empty() && !self.nodes.contains_key(*name))?;
+    fn unknown_node(&self, lists: &[String]) -> Option<ApiMessage> {
+        let unknown = node_names(lists).into_iter().find(|name| !self.nodes.contains_key(name))?;
         Some(refusal(2018, &format!("Invalid node name specified: {unknown}")))
     }
 
@@ -235,6 +235,16 @@ impl World {
         self.demands.insert(id, Demand::of(description));
         id
     }
+}
+
+/// The names in a request's host lists (`slurm-[1-2],gpu-1`), as slurmctld reads them; a list that
+/// does not expand is kept as written, so that it is refused as an unknown node.
+pub(super) fn node_names(lists: &[String]) -> Vec<String> {
+    let expanded = lists.iter().filter(|list| !list.is_empty()).flat_map(|list| match crate::hostlist::expand(list) {
+        Ok(names) => names,
+        Err(_) => vec![list.clone()],
+    });
+    expanded.collect()
 }
 
 /// The user a job runs as, as Slurm names it: the requester's (the fake's callers sign as root)

@@ -108,7 +108,7 @@ impl Slurm for FakeSlurm {
             if let Some(excluded) = &update.excluded_nodes {
                 job.excluded_nodes = excluded.join(",");
                 if let Some(demand) = world.demands.get_mut(&id) {
-                    demand.excluded.clone_from(excluded);
+                    demand.excluded = super::node_names(excluded);
                 }
             }
             Ok(())

@@ -59,6 +59,16 @@ async fn a_drained_node_takes_no_new_job_and_an_unknown_node_is_error_2018() {
 }
 
 #[tokio::test]
+async fn excluded_nodes_are_read_as_host_lists() {
+    let slurm = FakeSlurm::with_nodes("n", 3, 1);
+    let excluding = |list: &str| JobDescription { excluded_nodes: vec![list.into()], ..job("a", 1) };
+    let id = slurm.submit(&excluding("n-[1-2]")).await.unwrap();
+    assert_eq!(slurm.job(&id).await.unwrap().unwrap().nodes, "n-3");
+    let refused = slurm.submit(&excluding("n-[3-4]")).await;
+    assert!(refused.unwrap_err().names_a_vanished_node(), "n-4 is not a node");
+}
+
+#[tokio::test]
 async fn a_refused_immediate_allocation_leaves_an_ended_record() {
     let slurm = FakeSlurm::with_nodes("n", 1, 2);
     slurm.submit(&job("full", 2)).await.unwrap();

@@ -9,6 +9,7 @@
 mod gangs;
 mod grants;
 mod impostors;
+mod placement;
 mod pods;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,6 +57,8 @@ pub struct World {
     pub api: FakeApi,
     ctx: Arc<Context>,
     pods: Writer<Pod>,
+    /// The Nodes the host watches.
+    nodes: Writer<Node>,
     /// The slurmd pods the host watches.
     slurmd_pods: Writer<Pod>,
     /// The namespaces whose labels the host has listed (none until a test lists one).
@@ -113,7 +116,8 @@ impl World {
             policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),
             grants: super::Grants::new(Arc::new(tenancy), Some(namespaces)),
             slurmd: slurmd.clone(),
-            placement: Placement { nodes, slurmd, slurm_nodes },
+            placement: Placement::new(nodes, slurmd, slurm_nodes),
+            placement_checks: Default::default(),
             cluster: policy::Cluster {
                 partitions: vec!["batch".into()],
                 default_partition: Some("batch".into()),
@@ -136,6 +140,7 @@ impl World {
             api,
             ctx: Arc::new(ctx),
             pods: pods_writer,
+            nodes: nodes_writer,
             slurmd_pods: slurmd_writer,
             namespaces: namespaces_writer,
             decide_again: decide_again_rx,
@@ -163,6 +168,24 @@ impl World {
                                "metadata": {"name": NAMESPACE, "labels": labels}});
         let namespace = serde_json::from_value(namespace).expect("a namespace");
         self.namespaces.apply_watcher_event(&watcher::Event::Apply(namespace));
+    }
+
+    /// The Node's owner taints it (`NoSchedule`); the host's watch sees it at once.
+    pub fn taint(&mut self, kube_node: &str, key: &str) {
+        let node = json!({"metadata": {"name": kube_node}, "spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}});
+        let node = serde_json::from_value(node).expect("a Node");
+        self.nodes.apply_watcher_event(&watcher::Event::Apply(node));
+    }
+
+    /// How many decisions the job-mapper has made.
+    pub fn job_mapper_decisions(&self) -> u64 {
+        self.ctx.policies.metrics.decisions("job-mapper")
+    }
+
+    /// The minute passes: every pod is passed over again, as its routine recheck ([`RECHECK`]) would.
+    pub async fn recheck(&mut self) {
+        self.due_soon.extend(self.api.pods().into_iter().filter_map(|pod| pod.metadata.name));
+        self.round().await;
     }
 
     /// The host's caches catch up with Slurm, as its polls would.
@@ -243,6 +266,10 @@ impl World {
         let mut due = std::mem::take(&mut self.due_soon);
         // The poll: Slurm's nodes, and the pods whose jobs changed.
         let _ = self.ctx.placement.slurm_nodes.poll_once(self.slurm.as_ref()).await;
+        // Nodes, slurmd pods or Slurm's nodes changed: every pod is passed over again.
+        if self.ctx.placement.publish() {
+            due.extend(self.api.pods().into_iter().filter_map(|pod| pod.metadata.name));
+        }
         if let Ok(changed) = self.ctx.jobs.refresh(self.slurm.as_ref()).await {
             due.extend(changed.into_iter().map(|key| key.name));
         }

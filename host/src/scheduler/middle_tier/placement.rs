@@ -1,0 +1,37 @@
+//! A waiting pod's job follows its placement rules as Nodes change, and its routine recheck asks
+//! nothing of the job-mapper or Slurm while nothing it depends on has changed.
+
+use serde_json::json;
+
+use super::World;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_job_follows_a_taint_and_a_recheck_of_nothing_new_asks_nothing() {
+    let mut world = World::new().await;
+    for name in ["a", "b", "c"] {
+        world.create(name, "2", json!({}), json!({}));
+    }
+    world.settle().await;
+    let waiting = world.job_of("c").expect("c's job waits in Slurm");
+    assert_eq!((waiting.state_name().as_str(), waiting.excluded_nodes.as_str()), ("PENDING", ""));
+
+    let (decisions, requests) = (world.job_mapper_decisions(), world.slurm.requests());
+    world.recheck().await;
+    assert_eq!(world.job_mapper_decisions(), decisions, "the job-mapper is not asked again");
+    assert_eq!(world.slurm.requests(), requests);
+
+    let on_node_2 = if world.node_of("a").as_deref() == Some("kube-node-2") { "a" } else { "b" };
+    world.taint("kube-node-2", "dedicated");
+    world.settle().await;
+    assert_eq!(world.job_of("c").expect("still waiting").excluded_nodes, "slurm-2", "{:?}", world.slurm.requests());
+    assert!(world.job_mapper_decisions() > decisions, "a placement change is checked");
+
+    // The room on slurm-2 frees first: c's job does not take it.
+    world.slurm.finish(&world.job_of(on_node_2).expect("a job").target(), "COMPLETED");
+    world.settle().await;
+    assert_eq!(world.node_of("c"), None);
+    let on_node_1 = if on_node_2 == "a" { "b" } else { "a" };
+    world.slurm.finish(&world.job_of(on_node_1).expect("a job").target(), "COMPLETED");
+    world.settle().await;
+    assert_eq!(world.node_of("c").as_deref(), Some("kube-node-1"));
+}
