@@ -86,6 +86,11 @@ impl NodeSnapshot {
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.nodes.values()
     }
+
+    /// Whether both come from the same listing (nothing Slurm said changed in between).
+    pub fn same_listing(&self, other: &NodeSnapshot) -> bool {
+        Arc::ptr_eq(&self.nodes, &other.nodes)
+    }
 }
 
 /// A node that appeared (no `before`), changed, or disappeared (no `after`).

@@ -76,11 +76,16 @@ async fn unknown_until_listed_then_absent_or_known() {
 #[tokio::test]
 async fn polls_incrementally_and_keeps_the_listing_on_304() {
     let cache = cache();
-    let slurm = FakeSlurm::answering([all(&[node("a", "IDLE")], 100), Answer::Page(NodesPage::Unchanged)]);
+    let answers = [all(&[node("a", "IDLE")], 100), Answer::Page(NodesPage::Unchanged), all(&[node("a", "MIXED")], 101)];
+    let slurm = FakeSlurm::answering(answers);
     cache.poll_once(&slurm).await.unwrap();
+    let first = cache.snapshot().unwrap();
     cache.poll_once(&slurm).await.unwrap();
     assert_eq!(slurm.asked(), [None, Some(100)]);
     assert_eq!(cache.view("a"), SlurmView::Known(Box::new(node("a", "IDLE"))));
+    assert!(cache.snapshot().unwrap().same_listing(&first), "a 304 confirms the listing it had");
+    cache.poll_once(&slurm).await.unwrap();
+    assert!(!cache.snapshot().unwrap().same_listing(&first));
 }
 
 #[tokio::test]

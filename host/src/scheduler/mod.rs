@@ -26,6 +26,7 @@ mod pod_trim;
 mod preemption;
 mod reconcile;
 mod scope;
+mod shared_verdicts;
 mod slurmd_pods;
 mod submit;
 mod timing;
@@ -161,23 +162,22 @@ pub async fn run(
     config: Config,
 ) -> anyhow::Result<()> {
     let (slurmd_store, slurmd_writer) = reflector::store();
+    let (nodes_store, nodes_writer) = reflector::store();
+    let slurmd = SlurmdPods::new(slurmd_store.clone(), slurm_nodes.clone());
+    let placement = Placement::new(nodes_store.clone(), slurmd.clone(), slurm_nodes);
     // Only the NodeSet namespace's slurmd pods, when there is one: a pod elsewhere is never believed.
     let slurmd_pods = match &config.slurmd_namespace {
         Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
         None => Api::<Pod>::all(client.clone()),
     };
     let slurmd_watch = watcher(slurmd_pods, watcher::Config::default().labels(SLURM_NODE_LABEL));
-    tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().touched_objects().for_each(|_| async {}));
-
-    let (nodes_store, nodes_writer) = reflector::store();
+    tokio::spawn(reflector(slurmd_writer, slurmd_watch).default_backoff().for_each(saw_change(&placement)));
     let nodes_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default());
-    tokio::spawn(reflector(nodes_writer, nodes_watch).default_backoff().touched_objects().for_each(|_| async {}));
+    tokio::spawn(reflector(nodes_writer, nodes_watch).default_backoff().for_each(saw_change(&placement)));
     // Fail closed: until the Nodes and slurmd pods are listed, a taint cannot be seen, and a job on a
     // tainted node would be bound.
     slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
     nodes_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of Nodes ended"))?;
-    let slurmd = SlurmdPods::new(slurmd_store, slurm_nodes.clone());
-    let placement = Placement::new(nodes_store, slurmd.clone(), slurm_nodes);
 
     let installation = Installation::new(&config.scheduler_name, &cluster_uid(&client).await?);
     let jobs = JobCache::new(installation.clone());
@@ -239,6 +239,16 @@ pub async fn run(
         })
         .await;
     Ok(())
+}
+
+/// Tells `placement` of every event of a watch it draws from, relists included (a Node gone while the
+/// watch was down leaves at its relist).
+fn saw_change<T>(placement: &Placement) -> impl FnMut(T) -> std::future::Ready<()> + use<T> {
+    let placement = placement.clone();
+    move |_| {
+        placement.saw_change();
+        std::future::ready(())
+    }
 }
 
 /// The namespaces' labels, watched (metadata only) when a grant selects namespaces by them.

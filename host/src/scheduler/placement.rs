@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::node_fit::misfit;
+use super::shared_verdicts::SharedVerdicts;
 use super::slurmd_pods::SlurmdPods;
 use crate::slurm::{NodeCache, NodeSnapshot, Unreadable};
 
@@ -61,18 +62,39 @@ pub struct Placement {
     pub slurm_nodes: NodeCache,
     /// The fingerprint last published (see [`Self::publish`]); 0 before the first.
     published: Arc<AtomicU64>,
+    /// How many changes the watches of Nodes and slurmd pods have seen (see [`Self::saw_change`]).
+    watched: Arc<AtomicU64>,
+    verdicts: SharedVerdicts,
 }
 
 impl Placement {
     pub fn new(nodes: Store<Node>, slurmd: SlurmdPods, slurm_nodes: NodeCache) -> Self {
-        Self { nodes, slurmd, slurm_nodes, published: Arc::default() }
+        Self {
+            nodes,
+            slurmd,
+            slurm_nodes,
+            published: Arc::default(),
+            watched: Arc::default(),
+            verdicts: Default::default(),
+        }
+    }
+
+    /// The watch of Nodes or of slurmd pods saw a change (after its store took it): verdicts drawn
+    /// before are not given out again.
+    pub fn saw_change(&self) {
+        self.watched.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The verdict for a pod, or `Unreadable` when Slurm's node list is not known to be current.
-    pub fn verdict(&self, spec: &PodSpec) -> Result<Verdict, Unreadable> {
+    /// Shared with every pod of the same placement rules while nothing it was drawn from changes.
+    pub fn verdict(&self, spec: &PodSpec) -> Result<Arc<Verdict>, Unreadable> {
+        // Read before the views: a change that lands while the verdict is drawn is not missed.
+        let watched = self.watched.load(Ordering::Acquire);
         let snapshot = self.slurm_nodes.snapshot()?;
-        let hosts = self.slurmd.kube_nodes();
-        Ok(judge(spec, &snapshot, &hosts, |name| self.nodes.get(&ObjectRef::new(name))))
+        Ok(self.verdicts.get_or_judge(spec, watched, &snapshot, || {
+            let hosts = self.slurmd.kube_nodes();
+            judge(spec, &snapshot, &hosts, |name| self.nodes.get(&ObjectRef::new(name)))
+        }))
     }
 
     /// Why the pod may not run on `slurm_node`, if it may not (this needs no Slurm listing: a job that

@@ -2,6 +2,7 @@
 //! submitted once, and kept in step with those rules while it waits.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -245,7 +246,7 @@ async fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
 }
 
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).
-async fn placement(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, Verdict>, Error> {
+async fn placement(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, Arc<Verdict>>, Error> {
     match ctx.placement.verdict(pod_spec(pod)) {
         Ok(verdict) if !verdict.eligible.is_empty() => Ok(ControlFlow::Continue(verdict)),
         Ok(verdict) => {

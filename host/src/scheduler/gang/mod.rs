@@ -259,11 +259,11 @@ fn gang_verdict(members: &[Arc<Pod>], ctx: &Context) -> Option<Verdict> {
         let spec = member.spec.as_ref()?;
         let next = ctx.placement.verdict(spec).ok()?;
         verdict = Some(match verdict {
-            None => next,
+            None => Arc::unwrap_or_clone(next),
             Some(mut joined) => {
                 let excluded: HashSet<String> = next.excluded.keys().cloned().collect();
                 joined.eligible.retain(|node| !excluded.contains(node));
-                joined.excluded.extend(next.excluded);
+                joined.excluded.extend(next.excluded.iter().map(|(node, why)| (node.clone(), why.clone())));
                 joined
             }
         });

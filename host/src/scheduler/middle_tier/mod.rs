@@ -160,6 +160,7 @@ impl World {
             "spec": {"nodeName": kube_node, "containers": []},
         });
         self.slurmd_pods.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(pod).expect("a pod")));
+        self.ctx.placement.saw_change();
     }
 
     /// The pods' namespace, listed by the host with these labels.
@@ -175,6 +176,7 @@ impl World {
         let node = json!({"metadata": {"name": kube_node}, "spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}});
         let node = serde_json::from_value(node).expect("a Node");
         self.nodes.apply_watcher_event(&watcher::Event::Apply(node));
+        self.ctx.placement.saw_change();
     }
 
     /// How many decisions the job-mapper has made.

@@ -127,7 +127,7 @@ fn offer_for(pod: &Pod, placeholder: &Placeholder, holding: &[Job], ctx: &Contex
         return Offer::Unseen;
     };
     let excluded = exclusions::current(job);
-    let allowed: BTreeSet<String> = verdict.eligible.into_iter().filter(|node| !excluded.contains(node)).collect();
+    let allowed: BTreeSet<String> = verdict.eligible.iter().filter(|node| !excluded.contains(*node)).cloned().collect();
     let mut leaving_jobs = ctx.preemptions.victims();
     leaving_jobs.extend(jobs_of_leaving_pods(holding, ctx));
     let grace =
