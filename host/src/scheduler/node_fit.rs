@@ -31,12 +31,36 @@ impl fmt::Display for Misfit {
     }
 }
 
-/// The first reason the pod cannot run on `node`, or `None` when it may.
+/// Taints Kubernetes puts on a Node for its state: cordoned, not ready, unreachable. The syncer
+/// shows the same state to the drain policy, which drains the Slurm node, so Slurm places nothing
+/// new there; and they come and go with maintenance and restarts.
+const NODE_STATE_TAINTS: [&str; 3] =
+    ["node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+
+/// Whether the taint stands for the Node's state (see [`NODE_STATE_TAINTS`]).
+pub fn is_node_state(taint: &Taint) -> bool {
+    NODE_STATE_TAINTS.contains(&taint.key.as_str())
+}
+
+/// The first reason the pod cannot run on `node`, or `None` when it may: what a binding checks.
 pub fn misfit(spec: &PodSpec, node: &Node) -> Option<Misfit> {
+    misfit_counting(spec, node, |_| true)
+}
+
+/// [`misfit`] without the Node's state taints: what a waiting job's excluded nodes follow. Were they
+/// counted, cordoning one Node would rewrite the job of every waiting pod (10,000 updates, at scale)
+/// and uncordoning it would rewrite them back, for what the drain already keeps Slurm from doing;
+/// should a drain not come (an operator's policy), the binding refuses the node and the job is replaced.
+pub fn lasting_misfit(spec: &PodSpec, node: &Node) -> Option<Misfit> {
+    misfit_counting(spec, node, |taint| !is_node_state(taint))
+}
+
+fn misfit_counting(spec: &PodSpec, node: &Node, counts: impl Fn(&Taint) -> bool) -> Option<Misfit> {
     let taints = node.spec.as_ref().and_then(|spec| spec.taints.as_deref()).unwrap_or_default();
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
-    if let Some(taint) = taints.iter().find(|taint| excludes(taint) && !tolerations.iter().any(|t| tolerates(t, taint)))
-    {
+    let untolerated =
+        |taint: &&Taint| counts(taint) && excludes(taint) && !tolerations.iter().any(|t| tolerates(t, taint));
+    if let Some(taint) = taints.iter().find(untolerated) {
         return Some(Misfit::Taint(describe_taint(taint)));
     }
     let labels = node.labels();
@@ -99,6 +123,18 @@ mod tests {
             assert_eq!(found, Some(Misfit::Taint(format!("gpu=h100:{effect}"))));
         }
         assert_eq!(misfit(&spec(serde_json::json!({})), &tainted("PreferNoSchedule")), None);
+    }
+
+    #[test]
+    fn a_waiting_job_follows_lasting_taints_and_leaves_the_nodes_state_to_its_drain() {
+        let cordoned = node(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "spec": {"unschedulable": true, "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}
+        }));
+        let plain = spec(serde_json::json!({}));
+        assert!(misfit(&plain, &cordoned).is_some(), "not bound there");
+        assert_eq!(lasting_misfit(&plain, &cordoned), None, "nor excluded from waiting jobs");
+        assert!(lasting_misfit(&plain, &tainted("NoSchedule")).is_some());
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //!
 //! A Slurm node is excluded when the Kubernetes Node hosting its slurmd has a taint the pod does not
 //! tolerate or labels its nodeSelector / required node affinity refuse, and also when no slurmd pod
-//! hosts it at all (the pod could not be bound there). Only names Slurm lists right now are ever
-//! given to Slurm: it refuses a submission that names an unknown node, and a deleted node left in a
-//! job's list is what cost slurm-bridge its jobs (#43). The result is re-derived on every pass.
+//! hosts it at all (the pod could not be bound there). A cordoned, not-ready or unreachable Node is
+//! not excluded: its drain keeps Slurm off it (`node_fit::lasting_misfit`). Only names Slurm lists
+//! right now are ever given to Slurm: it refuses a submission that names an unknown node, and a
+//! deleted node left in a job's list is what cost slurm-bridge its jobs (#43). A verdict is shared by
+//! the pods of the same rules until what it was drawn from changes (`shared_verdicts`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -17,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, PodSpec};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::node_fit::misfit;
+use super::node_fit::{is_node_state, lasting_misfit, misfit};
 use super::shared_verdicts::SharedVerdicts;
 use super::slurmd_pods::SlurmdPods;
 use crate::slurm::{NodeCache, NodeSnapshot, Unreadable};
@@ -116,7 +118,9 @@ impl Placement {
             .iter()
             .map(|node| {
                 let taints = node.spec.as_ref().and_then(|spec| spec.taints.clone()).unwrap_or_default();
-                let taints: Vec<_> = taints.into_iter().map(|t| (t.key, t.value, t.effect)).collect();
+                // What the verdict counts: a cordon passes no pod over again.
+                let taints: Vec<_> =
+                    taints.into_iter().filter(|t| !is_node_state(t)).map(|t| (t.key, t.value, t.effect)).collect();
                 (node.name_any(), node.labels().clone(), taints)
             })
             .collect();
@@ -190,7 +194,7 @@ fn why_not(
     };
     match node(kube_node) {
         None => Some(format!("its Kubernetes Node {kube_node} is not known")),
-        Some(node) => misfit(spec, &node).map(|misfit| format!("Kubernetes Node {kube_node}: {misfit}")),
+        Some(node) => lasting_misfit(spec, &node).map(|misfit| format!("Kubernetes Node {kube_node}: {misfit}")),
     }
 }
 
