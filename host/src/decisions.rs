@@ -10,10 +10,7 @@ use std::sync::LazyLock;
 
 use tokio::sync::Semaphore;
 
-static RUNNING: LazyLock<Semaphore> = LazyLock::new(|| {
-    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-    Semaphore::new(cores)
-});
+static RUNNING: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(crate::cores()));
 
 /// Runs `decide` (a policy decision) once a core is free for it, off the async workers.
 pub async fn off_io<T>(decide: impl FnOnce() -> T) -> T {

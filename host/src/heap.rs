@@ -17,8 +17,7 @@ use prometheus_client::registry::Registry;
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-        let arenas = libc::c_int::try_from(cores).unwrap_or(2);
+        let arenas = libc::c_int::try_from(crate::cores()).unwrap_or(2);
         // SAFETY: mallopt only sets the allocator's parameters; no thread allocates concurrently yet.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, arenas);

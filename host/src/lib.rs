@@ -22,3 +22,9 @@ pub mod syncer;
 pub mod tenancy;
 pub mod tls;
 pub mod vocabulary;
+
+/// The cores the host may use (2 when it cannot tell): policy decisions run one per core at a time,
+/// and the allocator keeps an arena per core.
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+}

@@ -17,6 +17,7 @@ mod node;
 mod node_cache;
 mod reconnect;
 mod resources;
+mod shared_text;
 mod version;
 
 pub use api::{JobId, Slurm};
@@ -34,4 +35,5 @@ pub use node_cache::{
 };
 pub use reconnect::rediscover_after_reconnects;
 pub use resources::Resources;
+pub use shared_text::SharedText;
 pub use version::{ApiVersion, NoCommonApi, SPEAKS, SlurmInfo, SlurmInfoMetric};

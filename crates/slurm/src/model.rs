@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::SharedText;
+
 /// Slurm's optional number: `{"set": true, "number": N}`, or `{"infinite": true}`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoValue {
@@ -189,8 +191,9 @@ pub struct Job {
     pub job_id: u32,
     #[serde(default)]
     pub name: String,
+    /// Shared by the records of one array's pending tasks (see [`SharedText`]).
     #[serde(default)]
-    pub admin_comment: String,
+    pub admin_comment: SharedText,
     /// The user-visible comment (a policy may set it).
     #[serde(default)]
     pub comment: String,

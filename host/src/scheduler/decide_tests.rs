@@ -10,13 +10,13 @@ use crate::vocabulary::GANG_LINK;
 
 fn placeholder(job_id: u32, state: &str) -> Placeholder {
     let pod = PodKey { namespace: "ml".into(), name: "p".into(), uid: "u".into() };
-    let job = Job { job_id, job_state: vec![state.into()], admin_comment: pod.link(), ..Default::default() };
+    let job = Job { job_id, job_state: vec![state.into()], admin_comment: pod.link().into(), ..Default::default() };
     Placeholder { pod, job }
 }
 
 fn gang(job_id: u32, state: &str) -> Placeholder {
     let mut gang = placeholder(job_id, state);
-    gang.job.admin_comment = format!("{GANG_LINK}ml/g/p:u,q:v");
+    gang.job.admin_comment = format!("{GANG_LINK}ml/g/p:u,q:v").into();
     gang
 }
 

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
 use super::link::{Installation, PodKey};
-use crate::slurm::{Job, JobDescription, JobState, JobsPage, Slurm, SlurmError};
+use crate::slurm::{Job, JobDescription, JobState, JobsPage, SharedText, Slurm, SlurmError};
 
 /// A placeholder job as last seen.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +52,7 @@ struct State {
 #[derive(Debug, Clone)]
 struct Cancellation {
     target: String,
-    admin_comment: Option<String>,
+    admin_comment: Option<SharedText>,
 }
 
 impl Cancellation {
@@ -126,10 +126,12 @@ impl JobCache {
         self.read().by_pod.get(uid).cloned().unwrap_or_default()
     }
 
-    /// Every placeholder that has not ended.
-    pub fn live(&self) -> Vec<Placeholder> {
+    /// The placeholders that have not ended and that `wanted` picks. Only those are copied: a sweep
+    /// over 10,000 waiting pods looks for the few whose pod is gone.
+    pub fn live_where(&self, wanted: impl Fn(&Placeholder) -> bool) -> Vec<Placeholder> {
         let state = self.read();
-        state.by_pod.values().flatten().filter(|p| p.job.state() != JobState::Ended).cloned().collect()
+        let live = state.by_pod.values().flatten().filter(|p| p.job.state() != JobState::Ended);
+        live.filter(|p| wanted(p)).cloned().collect()
     }
 
     /// Every job that holds nodes now (running, or still cleaning up after it ended), sunk's or not.
@@ -143,7 +145,7 @@ impl JobCache {
             job_id,
             job_state: vec!["PENDING".into()],
             excluded_nodes: submitted.excluded_nodes.join(","),
-            admin_comment: submitted.admin_comment.clone().unwrap_or_default(),
+            admin_comment: submitted.admin_comment.as_deref().unwrap_or_default().into(),
             ..Default::default()
         };
         self.record_job(pod, job);
@@ -167,7 +169,8 @@ impl JobCache {
     /// array's task), with the admin comment it gave it (e.g. the replaced mark), so that it is not
     /// taken for live, or for merely ended, before a listing that began after it.
     pub fn record_cancelled(&self, target: &str, admin_comment: Option<&str>) {
-        let cancellation = Cancellation { target: target.to_owned(), admin_comment: admin_comment.map(str::to_owned) };
+        let cancellation =
+            Cancellation { target: target.to_owned(), admin_comment: admin_comment.map(SharedText::from) };
         let mut state = self.write();
         let State { by_pod, holding, touched, cancelled, .. } = &mut *state;
         touched.extend(cancellation.apply(by_pod, holding));
@@ -321,15 +324,16 @@ mod tests {
 
     fn job(id: u32, uid: &str, state: &str) -> Job {
         let pod = PodKey { namespace: "ns".into(), name: format!("pod-{uid}"), uid: uid.into() };
-        Job { job_id: id, admin_comment: pod.link(), job_state: vec![state.into()], ..Default::default() }
+        Job { job_id: id, admin_comment: pod.link().into(), job_state: vec![state.into()], ..Default::default() }
     }
 
     #[test]
     fn another_installations_placeholders_are_not_ours_nor_candidates() {
         let cache = JobCache::default();
         let on_n1 = |job: Job| Job { nodes: "n1".into(), ..job };
-        let signed =
-            |job: Job, by: &Installation| on_n1(Job { admin_comment: by.sign(job.admin_comment.clone()), ..job });
+        let signed = |job: Job, by: &Installation| {
+            on_n1(Job { admin_comment: by.sign(job.admin_comment.to_string()).into(), ..job })
+        };
         let ours = signed(job(1, "a", "RUNNING"), &Installation::new("sunk", "test-cluster"));
         let other_cluster = signed(job(2, "b", "RUNNING"), &Installation::new("sunk", "another-cluster"));
         let other_release = signed(job(3, "c", "RUNNING"), &Installation::new("sunk-gpu", "test-cluster"));
@@ -381,7 +385,7 @@ mod tests {
         // As the submit path records task 0 before any listing.
         let pending = Job {
             job_id: 50,
-            admin_comment: link,
+            admin_comment: link.into(),
             job_state: vec!["PENDING".into()],
             array_job_id: NoValue::of(50),
             ..Default::default()
@@ -478,7 +482,7 @@ mod tests {
     fn reports_pods_whose_jobs_changed_and_ignores_foreign_jobs() {
         let cache = JobCache::default();
         let mut foreign = job(9, "x", "RUNNING");
-        foreign.admin_comment = String::new();
+        foreign.admin_comment = SharedText::default();
         let changed = cache.replace(vec![job(1, "a", "PENDING"), foreign.clone()], 5, Instant::now());
         assert_eq!(changed.len(), 1);
         assert!(cache.is_listed());

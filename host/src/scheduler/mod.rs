@@ -20,6 +20,7 @@ mod orphans;
 mod placeholder;
 mod placement;
 mod placement_checks;
+mod pod_lookup;
 mod pod_phase;
 mod pod_record;
 mod pod_trim;

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 
-use super::{JobCache, Placeholder, SchedulerMetrics, Scope};
+use super::{JobCache, Placeholder, SchedulerMetrics, Scope, pod_lookup};
 use crate::slurm::{Slurm, SlurmError};
 
 /// Jobs that hold nodes terminating at once, at most. Slurm terminates each cancelled job on its
@@ -52,16 +52,8 @@ async fn sweep(Sweep { jobs, pods, slurm, scope, client, metrics }: Sweep, inter
         if !jobs.is_listed() {
             continue;
         }
-        let live = jobs.live();
-        tracing::debug!(placeholders = live.len(), pods = pods.state().len(), "sweeping for orphan placeholders");
-        let mut orphans: Vec<_> = live
-            .into_iter()
-            .filter(|p| scope.contains(&p.pod.namespace))
-            .filter(|p| {
-                let pod = pods.get(&ObjectRef::new(&p.pod.name).within(&p.pod.namespace));
-                pod.is_none_or(|pod| pod.metadata.uid.as_deref() != Some(p.pod.uid.as_str()))
-            })
-            .collect();
+        let mut orphans =
+            jobs.live_where(|p| scope.contains(&p.pod.namespace) && pod_lookup::find(&pods, &p.pod).is_none());
         // A gang's job is listed under each member: cancelled once.
         orphans.sort_unstable_by_key(|p| p.job.target());
         orphans.dedup_by_key(|p| p.job.target());

@@ -217,7 +217,7 @@ impl World {
         let job = Job {
             job_id: id,
             name: description.name.clone(),
-            admin_comment: description.admin_comment.clone().unwrap_or_default(),
+            admin_comment: description.admin_comment.as_deref().unwrap_or_default().into(),
             comment: description.comment.clone().unwrap_or_default(),
             account: description.account.clone().unwrap_or_default(),
             user_name: user_name(description.user_id.as_deref()),

@@ -103,7 +103,7 @@ impl Slurm for FakeSlurm {
             })?;
             let job = world.jobs.get_mut(&id).expect("resolved");
             if let Some(comment) = &update.admin_comment {
-                job.admin_comment.clone_from(comment);
+                job.admin_comment = comment.as_str().into();
             }
             if let Some(excluded) = &update.excluded_nodes {
                 job.excluded_nodes = excluded.join(",");

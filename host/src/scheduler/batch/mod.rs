@@ -15,7 +15,7 @@ use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
 
 use super::link::{ArrayLink, Installation, PodKey};
-use crate::slurm::{JobDescription, Slurm, SlurmError};
+use crate::slurm::{JobDescription, SharedText, Slurm, SlurmError};
 
 /// The most tasks one array gets (Slurm's `MaxArraySize` defaults to 1001; the link in every task's
 /// admin comment grows with each pod).
@@ -39,8 +39,8 @@ pub enum Turn {
 pub struct ArrayTask {
     pub array_job_id: u32,
     pub task: u32,
-    /// The array's admin comment (what Slurm will list for the task).
-    pub admin_comment: String,
+    /// The array's admin comment (what Slurm will list for the task), one for all its tasks.
+    pub admin_comment: SharedText,
 }
 
 /// A turn that ends when dropped or after [`LONGEST_TURN`], whichever comes first.
@@ -164,7 +164,7 @@ pub fn array_description(pods: &[(PodKey, JobDescription)], installation: &Insta
 async fn submit_array(slurm: &dyn Slurm, pods: Vec<Waiting>, installation: &Installation) {
     let (members, answers): (Vec<_>, Vec<_>) = pods.into_iter().map(|w| ((w.pod, w.description), w.answer)).unzip();
     let Some(description) = array_description(&members, installation) else { return };
-    let admin_comment = description.admin_comment.clone().unwrap_or_default();
+    let admin_comment = SharedText::from(description.admin_comment.as_deref().unwrap_or_default());
     let submitted = slurm.submit(&description).await.map_err(Arc::new);
     match &submitted {
         Ok(job_id) => tracing::info!(job = job_id, pods = members.len(), "submitted placeholders as one job array"),

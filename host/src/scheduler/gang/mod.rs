@@ -30,7 +30,7 @@ use super::link::{self, GangLink, PodKey};
 use super::placeholder;
 use super::placement::Verdict;
 use super::timing::{RECHECK, RETRY};
-use super::{Context, Error, conditions, exclusions, submit};
+use super::{Context, Error, conditions, exclusions, pod_lookup, submit};
 use crate::slurm::{SlurmError, expand_hostlist};
 
 /// A group, by namespace and name.
@@ -165,8 +165,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
         .members
         .iter()
         .filter_map(|member| {
-            let pod =
-                ctx.pods.get(&kube::runtime::reflector::ObjectRef::new(&member.name).within(&member.namespace))?;
+            let pod = pod_lookup::find(&ctx.pods, member)?;
             let node = pod.spec.as_ref()?.node_name.as_ref()?;
             Some((member.uid.clone(), slurm_node_on.get(node)?.clone()))
         })

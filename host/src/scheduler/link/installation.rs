@@ -41,7 +41,7 @@ mod tests {
         assert_eq!(signed, "sunk.dev/pod=ml/a/u1;by=sunk@cluster-a");
         assert_eq!(PodKey::from_link(&signed), Some(key.clone()));
         let marked = replaced(&attempt(&signed));
-        assert!(is_replaced(&crate::slurm::Job { admin_comment: marked.clone(), ..Default::default() }));
+        assert!(is_replaced(&crate::slurm::Job { admin_comment: marked.clone().into(), ..Default::default() }));
         for comment in [&signed, &marked] {
             assert!(!ours.is_foreign(comment), "{comment}");
             assert!(Installation::new("sunk", "cluster-b").is_foreign(comment), "another cluster: {comment}");

@@ -122,12 +122,12 @@ mod tests {
         assert_eq!(PodKey::from_link(&key.link()), Some(key.clone()));
         assert_eq!(PodKey::from_link("set by an admin"), None);
         assert_eq!(PodKey::from_link("sunk.dev/pod=ns//uid"), None);
-        let replaced = crate::slurm::Job { admin_comment: super::replaced(&key.link()), ..Default::default() };
+        let replaced = crate::slurm::Job { admin_comment: super::replaced(&key.link()).into(), ..Default::default() };
         assert_eq!(PodKey::from_link(&replaced.admin_comment), Some(key.clone()));
         assert!(is_replaced(&replaced));
-        assert_eq!(super::replaced(&replaced.admin_comment), replaced.admin_comment);
+        assert_eq!(replaced.admin_comment, super::replaced(&replaced.admin_comment));
         let refused = crate::slurm::Job {
-            admin_comment: attempt(&key.link()),
+            admin_comment: attempt(&key.link()).into(),
             job_state: vec!["FAILED".into()],
             ..Default::default()
         };
@@ -135,6 +135,6 @@ mod tests {
         assert_eq!(PodKey::from_link(&refused.admin_comment), Some(key.clone()));
         let granted = crate::slurm::Job { nodes: "n1".into(), ..refused };
         assert!(!is_refused_attempt(&granted), "an allocation that ran ends its pod as any job does");
-        assert!(!is_replaced(&crate::slurm::Job { admin_comment: key.link(), ..Default::default() }));
+        assert!(!is_replaced(&crate::slurm::Job { admin_comment: key.link().into(), ..Default::default() }));
     }
 }

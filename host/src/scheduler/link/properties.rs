@@ -43,7 +43,7 @@ fn link() -> impl Strategy<Value = (String, Vec<PodKey>)> {
 fn job(admin_comment: String) -> Job {
     // A record of tasks still pending together, so that an array's record stands for all its pods.
     Job {
-        admin_comment,
+        admin_comment: admin_comment.into(),
         array_job_id: crate::slurm::NoValue::of(7),
         array_task_string: "0-19".into(),
         ..Default::default()

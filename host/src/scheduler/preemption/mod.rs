@@ -19,8 +19,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 
 pub use in_flight::InFlight;
 
@@ -29,7 +27,7 @@ use super::link::{PodKey, linked_pods};
 use super::metrics::PreemptionResult;
 use super::pod_phase::leaving;
 use super::submit::pod_spec;
-use super::{Context, Error, exclusions};
+use super::{Context, Error, exclusions, pod_lookup};
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::slurm::{Job, JobState, expand_hostlist};
 use crate::tenancy;
@@ -130,8 +128,7 @@ fn offer_for(pod: &Pod, placeholder: &Placeholder, holding: &[Job], ctx: &Contex
     let allowed: BTreeSet<String> = verdict.eligible.iter().filter(|node| !excluded.contains(*node)).cloned().collect();
     let mut leaving_jobs = ctx.preemptions.victims();
     leaving_jobs.extend(jobs_of_leaving_pods(holding, ctx));
-    let grace =
-        |key: &PodKey| ctx.pods.get(&ObjectRef::new(&key.name).within(&key.namespace)).map(|pod| grace_of(&pod));
+    let grace = |key: &PodKey| pod_lookup::find(&ctx.pods, key).map(|pod| grace_of(&pod));
     let views = offer::Views {
         nodes: snapshot.nodes().collect(),
         holding,
@@ -150,10 +147,7 @@ fn offer_for(pod: &Pod, placeholder: &Placeholder, holding: &[Job], ctx: &Contex
 
 /// Placeholders whose every pod is leaving: what they hold is about to be free.
 fn jobs_of_leaving_pods(holding: &[Job], ctx: &Context) -> Vec<u32> {
-    let is_leaving = |key: &PodKey| {
-        let pod = ctx.pods.get(&ObjectRef::new(&key.name).within(&key.namespace));
-        pod.is_some_and(|pod| pod.uid().as_deref() == Some(key.uid.as_str()) && leaving(&pod).is_some())
-    };
+    let is_leaving = |key: &PodKey| pod_lookup::find(&ctx.pods, key).is_some_and(|pod| leaving(&pod).is_some());
     holding
         .iter()
         .filter(|job| {

@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn offers_the_running_jobs_on_the_nodes_the_pod_may_use() {
         let mut serve = running(2, "n2", 50);
-        serve.admin_comment = PodKey { namespace: "ml".into(), name: "serve".into(), uid: "u".into() }.link();
+        serve.admin_comment = PodKey { namespace: "ml".into(), name: "serve".into(), uid: "u".into() }.link().into();
         let elsewhere = running(3, "n3", 1);
         let input = offered(&[running(1, "n1", 10), serve, elsewhere, waiting()], &[]).unwrap();
         assert_eq!(input.preemptor.priority, 100);
