@@ -102,10 +102,23 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     rows.push(measured(loaded, observed.window(cluster, args.window).await?));
 
     let (mut drains, mut resumes) = (Vec::new(), Vec::new());
-    for _ in 0..args.cordons {
+    for run in 1..=args.cordons {
         drains.push(until_drain(cluster, true).await?);
         resumes.push(until_drain(cluster, false).await?);
+        eprintln!(
+            "[cordon {run}/{}] drained in {:?}, resumed in {:?}",
+            args.cordons,
+            drains[run - 1],
+            resumes[run - 1]
+        );
     }
+    let cordons = format!(
+        "cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}",
+        args.cordons,
+        percentiles(&mut drains),
+        percentiles(&mut resumes)
+    );
+    eprintln!("{cordons}");
 
     load::delete_pods(cluster).await?;
     let gone =
@@ -114,16 +127,12 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     load::until_count("pods listed", 0, Duration::from_secs(600), || load::pods_listed(cluster)).await?;
     Ok(format!(
         "{}\n{} pods created in {:.0} s; every one with a job in Slurm {:.0} s after the first; \
-         deleted -> every placeholder gone in {:.0} s\n\
-         cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}",
+         deleted -> every placeholder gone in {:.0} s\n{cordons}",
         table(&rows),
         args.pods,
         created.as_secs_f64(),
         (created + queued).as_secs_f64(),
         gone.as_secs_f64(),
-        args.cordons,
-        percentiles(&mut drains),
-        percentiles(&mut resumes),
     ))
 }
 
@@ -167,7 +176,14 @@ fn table(rows: &[(String, Window)]) -> String {
 /// Cordons (or uncordons) the node and returns how long until slurmctld shows it drained (or not).
 async fn until_drain(cluster: &Cluster, cordoned: bool) -> anyhow::Result<Duration> {
     let start = Instant::now();
-    set_unschedulable(&cluster.kube, CORDONED, cordoned).await?;
+    // The API server of a 2-core machine holding 10,000 pods may miss the client's deadline; the
+    // patch is the same however often it is sent.
+    let mut attempts = 0;
+    while let Err(error) = set_unschedulable(&cluster.kube, CORDONED, cordoned).await {
+        attempts += 1;
+        anyhow::ensure!(attempts < 3, "cordoning {CORDONED} ({cordoned}): {error}");
+        eprintln!("cordoning {CORDONED} ({cordoned}) failed, sent again: {error}");
+    }
     loop {
         // One RPC to slurmctld: a listing of thousands of nodes would be most of what is measured.
         let shown = in_slurm_root(&["scontrol", "-o", "show", "node", CORDONED])?;
