@@ -3,7 +3,7 @@
 //! A Slurm node is excluded when the Kubernetes Node hosting its slurmd has a taint the pod does not
 //! tolerate or labels its nodeSelector / required node affinity refuse, and also when no slurmd pod
 //! hosts it at all (the pod could not be bound there). A cordoned, not-ready or unreachable Node is
-//! not excluded: its drain keeps Slurm off it (`node_fit::lasting_misfit`). Only names Slurm lists
+//! not excluded: its drain keeps Slurm off it (`node_fit::NODE_STATE_TAINTS`). Only names Slurm lists
 //! right now are ever given to Slurm: it refuses a submission that names an unknown node, and a
 //! deleted node left in a job's list is what cost slurm-bridge its jobs (#43). A verdict is shared by
 //! the pods of the same rules until what it was drawn from changes (`shared_verdicts`).
@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, PodSpec};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::node_fit::{is_node_state, lasting_misfit, misfit};
+use super::node_fit::{is_node_state, misfit};
 use super::shared_verdicts::SharedVerdicts;
 use super::slurmd_pods::SlurmdPods;
 use crate::slurm::{NodeCache, NodeSnapshot, Unreadable};
@@ -194,7 +194,7 @@ fn why_not(
     };
     match node(kube_node) {
         None => Some(format!("its Kubernetes Node {kube_node} is not known")),
-        Some(node) => lasting_misfit(spec, &node).map(|misfit| format!("Kubernetes Node {kube_node}: {misfit}")),
+        Some(node) => misfit(spec, &node).map(|misfit| format!("Kubernetes Node {kube_node}: {misfit}")),
     }
 }
 

@@ -35,3 +35,16 @@ async fn a_waiting_job_follows_a_taint_and_a_recheck_of_nothing_new_asks_nothing
     world.settle().await;
     assert_eq!(world.node_of("c").as_deref(), Some("kube-node-1"));
 }
+
+/// A cordon is the drain's to act on: with no drain yet, the pod is bound where Slurm ran its job,
+/// not replaced (a replacement would exclude nothing more, and be given the same node again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_slurm_ran_on_a_cordoned_node_before_its_drain_is_bound_there() {
+    let mut world = World::new().await;
+    world.taint("kube-node-1", "node.kubernetes.io/unschedulable");
+    world.taint("kube-node-2", "node.kubernetes.io/unschedulable");
+    world.create("a", "1", json!({}), json!({}));
+    world.settle().await;
+    assert!(world.node_of("a").is_some(), "{:?}", world.slurm.requests());
+    assert_eq!(world.slurm.all_jobs().len(), 1, "one job, not replaced");
+}
