@@ -12,12 +12,24 @@ use super::job_cache::Placeholder;
 use super::link;
 use super::timing::RETRY;
 use super::{Context, Error, conditions, node_room};
-use crate::slurm::{JobUpdate, expand_hostlist};
+use crate::slurm::{Job, JobUpdate, expand_hostlist};
+
+/// How long a running job may hold a Slurm node no slurmd pod is known to host before it is
+/// replaced. A slurmd pod just made is seen within moments. One deleted under a job whose pod was not
+/// bound yet leaves that pod nowhere to go, and the node held for good: the NodeSet makes no new slurmd
+/// pod for a node a job still holds.
+const UNHOSTED_PATIENCE: u64 = 30;
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
 pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
     let spec = pod.spec.as_ref()?;
     let nodes = expand_hostlist(&placeholder.job.nodes).unwrap_or_else(|_| vec![placeholder.job.nodes.clone()]);
+    let running_for = running_for(&placeholder.job).unwrap_or_default();
+    if running_for >= UNHOSTED_PATIENCE
+        && let Some(node) = nodes.iter().find(|node| ctx.slurmd.kube_node_of(node).is_none())
+    {
+        return Some(format!("{node}: no slurmd pod hosts it, {running_for} s after the job started"));
+    }
     nodes.iter().find_map(|node| ctx.placement.refusal(spec, node).map(|why| format!("{node}: {why}")))
 }
 
@@ -79,8 +91,10 @@ async fn room_held(pod: &Pod, node: &str, ctx: &Context) -> Option<String> {
     node_room::overcommitted(pod, &kube_node, &neighbours).then_some(leaving)
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |now| now.as_secs())
+/// How long the job has run, in seconds, when Slurm says when it started.
+fn running_for(job: &Job) -> Option<u64> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |now| now.as_secs());
+    job.start_time.get().filter(|start| *start > 0).map(|start| now.saturating_sub(start))
 }
 
 /// What follows a replaced job.
@@ -101,8 +115,7 @@ pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result
         conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
-    let running_for = placeholder.job.start_time.get().map(|start| unix_now().saturating_sub(start));
-    let may_wait = running_for.is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT);
+    let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT);
     let leaving = if may_wait { room_held(pod, &node, ctx).await } else { None };
     if let Some(leaving) = leaving {
         let message = format!(

@@ -179,6 +179,12 @@ impl World {
         self.ctx.placement.saw_change();
     }
 
+    /// The slurmd pod of Slurm node `slurm-<n>` is deleted (its Node and the Slurm node stay).
+    pub fn lose_slurmd(&mut self, n: usize) {
+        self.slurmd_pods.apply_watcher_event(&watcher::Event::Delete(slurmd_pod(n)));
+        self.ctx.placement.saw_change();
+    }
+
     /// How many decisions the job-mapper has made.
     pub fn job_mapper_decisions(&self) -> u64 {
         self.ctx.policies.metrics.decisions("job-mapper")

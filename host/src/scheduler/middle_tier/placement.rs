@@ -48,3 +48,21 @@ async fn a_job_slurm_ran_on_a_cordoned_node_before_its_drain_is_bound_there() {
     assert!(world.node_of("a").is_some(), "{:?}", world.slurm.requests());
     assert_eq!(world.slurm.all_jobs().len(), 1, "one job, not replaced");
 }
+
+/// A slurmd pod deleted under a job whose pod was not bound yet: the pod cannot be bound there, and
+/// the NodeSet makes no new slurmd pod while a job holds the node. The job is replaced (the fake's
+/// jobs read as started long ago, past the host's patience).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_on_a_node_whose_slurmd_pod_went_is_replaced_and_the_pod_bound_elsewhere() {
+    let mut world = World::new().await;
+    world.create("a", "1", json!({}), json!({}));
+    world.recheck().await;
+    let first = world.job_of("a").expect("a's job");
+    assert_eq!((first.state_name().as_str(), world.node_of("a")), ("RUNNING", None), "submitted, not bound yet");
+    let n: usize = first.nodes.trim_start_matches("slurm-").parse().expect("slurm-<n>");
+    world.lose_slurmd(n);
+    let writes = world.settle().await;
+    assert!(writes.contains(&"event ml/a SlurmJobReplaced".to_string()), "{writes:?}");
+    assert!(world.slurm.requests().contains(&format!("cancel {}", first.job_id)));
+    assert_eq!(world.node_of("a"), Some(format!("kube-node-{}", 3 - n)));
+}
