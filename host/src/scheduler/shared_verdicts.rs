@@ -29,6 +29,13 @@ struct Verdicts {
     by_rules: HashMap<u64, Arc<Verdict>>,
 }
 
+impl Verdicts {
+    /// Whether the verdicts held were drawn from these views.
+    fn drawn_from(&self, watched: u64, listing: &NodeSnapshot) -> bool {
+        self.drawn_from.as_ref().is_some_and(|from| from.watched == watched && from.listing.same_listing(listing))
+    }
+}
+
 #[derive(Clone, Default)]
 pub struct SharedVerdicts {
     verdicts: Arc<Mutex<Verdicts>>,
@@ -47,11 +54,7 @@ impl SharedVerdicts {
         let rules = rules_of(spec);
         {
             let mut verdicts = self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
-            let current = verdicts
-                .drawn_from
-                .as_ref()
-                .is_some_and(|from| from.watched == watched && from.listing.same_listing(listing));
-            if !current {
+            if !verdicts.drawn_from(watched, listing) {
                 verdicts.by_rules.clear();
                 verdicts.drawn_from = Some(DrawnFrom { watched, listing: listing.clone() });
             }
@@ -62,11 +65,7 @@ impl SharedVerdicts {
         // Judged unlocked: two pods with new rules are judged side by side (the same rules, maybe twice).
         let verdict = Arc::new(judge());
         let mut verdicts = self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
-        let still_current = verdicts
-            .drawn_from
-            .as_ref()
-            .is_some_and(|from| from.watched == watched && from.listing.same_listing(listing));
-        if still_current {
+        if verdicts.drawn_from(watched, listing) {
             if verdicts.by_rules.len() >= MOST_RULE_SETS {
                 verdicts.by_rules.clear();
             }

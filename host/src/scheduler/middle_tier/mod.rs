@@ -192,8 +192,13 @@ impl World {
 
     /// The minute passes: every pod is passed over again, as its routine recheck ([`RECHECK`]) would.
     pub async fn recheck(&mut self) {
-        self.due_soon.extend(self.api.pods().into_iter().filter_map(|pod| pod.metadata.name));
+        self.due_soon.extend(self.pod_names());
         self.round().await;
+    }
+
+    /// The names of every pod the API server has.
+    fn pod_names(&self) -> impl Iterator<Item = String> + use<> {
+        self.api.pods().into_iter().filter_map(|pod| pod.metadata.name)
     }
 
     /// The host's caches catch up with Slurm, as its polls would.
@@ -276,7 +281,7 @@ impl World {
         let _ = self.ctx.placement.slurm_nodes.poll_once(self.slurm.as_ref()).await;
         // Nodes, slurmd pods or Slurm's nodes changed: every pod is passed over again.
         if self.ctx.placement.publish() {
-            due.extend(self.api.pods().into_iter().filter_map(|pod| pod.metadata.name));
+            due.extend(self.pod_names());
         }
         if let Ok(changed) = self.ctx.jobs.refresh(self.slurm.as_ref()).await {
             due.extend(changed.into_iter().map(|key| key.name));
