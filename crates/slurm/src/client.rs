@@ -3,12 +3,13 @@
 
 use std::fmt::Display;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
@@ -29,6 +30,11 @@ pub const SUBMIT_DEADLINE: Duration = Duration::from_secs(10);
 /// Requests in flight at once unless told otherwise (`with_max_in_flight`).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 
+/// Seconds: from the 5 ms a drain takes on an idle slurmctld to the request timeout.
+const SECONDS_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+type Timings = Family<CallLabels, Histogram, fn() -> Histogram>;
+
 /// A cheaply cloned handle on one slurmrestd.
 #[derive(Clone)]
 pub struct SlurmClient {
@@ -40,10 +46,16 @@ pub struct SlurmClient {
     /// more connections overlap (docs/benchmarks.md, "slurmctld 24.11's connection stalls"). Waiting here costs
     /// milliseconds; a stall costs everyone 5 s.
     in_flight: Arc<tokio::sync::Semaphore>,
+    /// Listings take one of these before a slot, so with two slots or more one slot is always left
+    /// to writes: a drain must not wait behind a listing of 10,000 jobs and the node poll.
+    listings: Arc<tokio::sync::Semaphore>,
     /// What requests speak: v0.0.42 without requeue until [`SlurmClient::discover`] chooses.
     spoken: Arc<ArcSwap<Spoken>>,
     /// Requests sent, by call: what "one Slurm request per poll" is measured by.
     sent: Family<CallLabels, Counter>,
+    /// How long requests waited for a slot, and then for slurmrestd's answer (its headers), by call.
+    waited: Timings,
+    answered: Timings,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -99,14 +111,29 @@ impl SlurmClient {
             base: base_url.trim_end_matches('/').to_string(),
             signer: Arc::new(signer),
             in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
+            listings: Arc::new(tokio::sync::Semaphore::new(listing_slots(DEFAULT_MAX_IN_FLIGHT))),
             spoken: Arc::new(ArcSwap::from_pointee(Spoken { api: ApiVersion::V0_0_42, requeue: false })),
             sent: Family::default(),
+            waited: Timings::new_with_constructor(seconds),
+            answered: Timings::new_with_constructor(seconds),
         })
     }
 
-    /// Adds `sunk_slurm_requests_total{call}` to `registry`: every request sent to slurmrestd.
+    /// Adds `sunk_slurm_requests_total{call}` to `registry`: every request sent to slurmrestd; and
+    /// `sunk_slurm_request_wait_seconds{call}` and `sunk_slurm_request_seconds{call}`: how long each
+    /// waited for a slot, and then for its answer.
     pub fn register(&self, registry: &mut Registry) {
         registry.register("sunk_slurm_requests", "Requests sent to slurmrestd, by call", self.sent.clone());
+        registry.register(
+            "sunk_slurm_request_wait_seconds",
+            "Time a request to slurmrestd waited for a free request slot, by call",
+            self.waited.clone(),
+        );
+        registry.register(
+            "sunk_slurm_request_seconds",
+            "Time from sending a request to slurmrestd to its answer's headers, by call",
+            self.answered.clone(),
+        );
     }
 
     /// A client of a slurmrestd that is not there (nothing listens on port 9): every request fails
@@ -117,16 +144,32 @@ impl SlurmClient {
         Self::new("http://127.0.0.1:9", signer).expect("a valid URL")
     }
 
-    /// The same slurmrestd with at most `requests` requests in flight at once (at least one).
+    /// The same slurmrestd with at most `requests` requests in flight at once (at least one), of
+    /// which listings may take all but one.
     pub fn with_max_in_flight(self, requests: usize) -> Self {
-        Self { in_flight: Arc::new(tokio::sync::Semaphore::new(requests.max(1))), ..self }
+        let requests = requests.max(1);
+        Self {
+            in_flight: Arc::new(tokio::sync::Semaphore::new(requests)),
+            listings: Arc::new(tokio::sync::Semaphore::new(listing_slots(requests))),
+            ..self
+        }
     }
 
     /// Sends a request once a slot is free (the wait is not part of the request's timeout).
     async fn send(&self, call: &'static str, request: RequestBuilder) -> Result<Response, SlurmError> {
+        let labels = CallLabels { call };
+        let asked = Instant::now();
+        let _listing = match is_listing(call) {
+            true => Some(self.listings.acquire().await.expect("the semaphore is never closed")),
+            false => None,
+        };
         let _slot = self.in_flight.acquire().await.expect("the semaphore is never closed");
-        self.sent.get_or_create(&CallLabels { call }).inc();
-        Ok(request.send().await?)
+        let sent = Instant::now();
+        self.waited.get_or_create(&labels).observe(sent.duration_since(asked).as_secs_f64());
+        self.sent.get_or_create(&labels).inc();
+        let response = request.send().await;
+        self.answered.get_or_create(&labels).observe(sent.elapsed().as_secs_f64());
+        Ok(response?)
     }
 
     fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
@@ -347,6 +390,20 @@ impl SlurmClient {
             other => other.map(drop),
         }
     }
+}
+
+fn seconds() -> Histogram {
+    Histogram::new(SECONDS_BUCKETS)
+}
+
+/// The calls that read many records: they may hold every slot but one.
+fn is_listing(call: &str) -> bool {
+    matches!(call, "jobs" | "nodes" | "partitions")
+}
+
+/// How many listings may be in flight when `requests` may: all but one slot, when there are two.
+fn listing_slots(requests: usize) -> usize {
+    if requests >= 2 { requests - 1 } else { 1 }
 }
 
 /// `node/<name>`, with the name kept to one path segment.

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use sunk_slurm::{JobsPage, SlurmClient, SlurmError, TokenSigner};
+use sunk_slurm::{JobsPage, NodeUpdate, SlurmClient, SlurmError, TokenSigner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -49,7 +49,7 @@ impl Garbage {
 
 /// A slurmrestd on loopback that reads each request and answers it with `garbage`.
 async fn hostile(garbage: Garbage) -> SlurmClient {
-    on_loopback(move |mut stream| async move {
+    on_loopback(move |mut stream, _| async move {
         match garbage.response() {
             Some(response) => _ = stream.write_all(response.as_bytes()).await,
             // Dropped unanswered: the client sees the connection closed.
@@ -59,19 +59,21 @@ async fn hostile(garbage: Garbage) -> SlurmClient {
     .await
 }
 
-/// A slurmrestd on loopback whose `answer` gets each connection once its request is read; a client of it.
+/// A slurmrestd on loopback whose `answer` gets each connection once its request is read, with the
+/// request's first line (`GET /slurm/v0.0.42/jobs HTTP/1.1`); a client of it.
 async fn on_loopback<F, Answered>(answer: F) -> SlurmClient
 where
-    F: Fn(TcpStream) -> Answered + Send + 'static,
-    Answered: Future<Output = ()> + Send,
+    F: Fn(TcpStream, String) -> Answered + Send + 'static,
+    Answered: Future<Output = ()> + Send + 'static,
 {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let address = listener.local_addr().expect("its address");
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             let mut request = vec![0u8; 16 << 10];
-            let _ = stream.read(&mut request).await;
-            answer(stream).await;
+            let read = stream.read(&mut request).await.unwrap_or_default();
+            let head = String::from_utf8_lossy(&request[..read]).lines().next().unwrap_or_default().to_owned();
+            tokio::spawn(answer(stream, head));
         }
     });
     let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
@@ -104,7 +106,7 @@ async fn every_garbled_answer_is_a_failed_read_never_a_listing() {
 async fn a_node_listing_is_read_no_further_than_its_cap() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // No Content-Length: a body that ends when the connection does, twice the cap long.
-    let slurm = on_loopback(|mut stream| async move {
+    let slurm = on_loopback(|mut stream, _| async move {
         let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{\"nodes\": [";
         let _ = stream.write_all(head.as_bytes()).await;
         let chunk = vec![b' '; 1 << 20];
@@ -117,4 +119,34 @@ async fn a_node_listing_is_read_no_further_than_its_cap() {
     .await;
     let error = slurm.nodes(None).await.expect_err("an endless node listing is not a listing");
     assert!(error.to_string().contains(&format!("longer than {}", sunk_slurm::MAX_NODES_ANSWER_BYTES)), "{error}");
+}
+
+#[tokio::test]
+async fn a_write_is_sent_while_listings_hang_in_every_other_slot() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Listings are never answered (a slurmctld busy with 10,000 jobs); a node update is at once.
+    let slurm = on_loopback(|mut stream, head| async move {
+        if head.starts_with("GET") {
+            std::future::pending::<()>().await;
+        }
+        let body = r#"{"meta": {}, "errors": [], "warnings": []}"#;
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+        std::future::pending::<()>().await; // kept open, as slurmrestd keeps connections alive
+    })
+    .await;
+    assert_eq!(sunk_slurm::DEFAULT_MAX_IN_FLIGHT, 2);
+    let (jobs, nodes) = (slurm.clone(), slurm.clone());
+    let listings = [
+        tokio::spawn(async move { jobs.jobs(None).await.map(drop) }),
+        tokio::spawn(async move { nodes.nodes(None).await.map(drop) }),
+    ];
+    tokio::task::yield_now().await;
+    let drain = NodeUpdate::drain("test");
+    let drained = tokio::time::timeout(Duration::from_secs(20), slurm.update_node("n1", &drain));
+    drained.await.expect("a write does not wait behind listings").expect("the update is answered");
+    assert!(listings.iter().all(|listing| !listing.is_finished()), "the listings still hang");
 }

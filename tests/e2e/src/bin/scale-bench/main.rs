@@ -26,10 +26,12 @@ use sunk_e2e::figures::percentiles;
 use sunk_e2e::{Cluster, in_slurm_root, set_unschedulable};
 
 use load::{CloudNodes, Fillers};
-use sample::{Observed, Window};
+use sample::{Observed, Timing, Window};
 
 /// The node cordoned: a real Slurm node whose slurmd pod is in the local cluster's NodeSet.
 const CORDONED: &str = "kube-node-2";
+/// The node drained with `scontrol` for the reference (the host leaves a drain it did not set alone).
+const DRAINED_BY_HAND: &str = "kube-node-3";
 
 struct Args {
     nodes: usize,
@@ -101,6 +103,11 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     let loaded = format!("{} Slurm nodes, {} pods waiting", args.nodes, args.pods);
     rows.push(measured(loaded, observed.window(cluster, args.window).await?));
 
+    let node_updates = |metrics: &str| {
+        ["sunk_slurm_request_wait_seconds", "sunk_slurm_request_seconds"]
+            .map(|histogram| Timing::read(metrics, histogram, "node update"))
+    };
+    let updates_before = node_updates(&observed.leader_metrics(cluster).await?);
     let (mut drains, mut resumes) = (Vec::new(), Vec::new());
     for run in 1..=args.cordons {
         drains.push(until_drain(cluster, true).await?);
@@ -112,11 +119,25 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
             resumes[run - 1]
         );
     }
+    let [waited, answered] = node_updates(&observed.leader_metrics(cluster).await?);
+    let [waited, answered] = [waited.since(updates_before[0]), answered.since(updates_before[1])];
+    let mut by_hand = Vec::new();
+    for drained in (0..args.cordons).flat_map(|_| [true, false]) {
+        by_hand.push(scontrol_update(DRAINED_BY_HAND, drained)?);
+    }
     let cordons = format!(
-        "cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}",
+        "cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}\n\
+         the host's node updates: {:.0} sent, waited for a slot {:.1} ms on average, answered in {:.1} ms \
+         ({:.0} over 1 s)\nreference, `scontrol update` drain and resume of {DRAINED_BY_HAND} ({} runs): {}",
         args.cordons,
         percentiles(&mut drains),
-        percentiles(&mut resumes)
+        percentiles(&mut resumes),
+        answered.count,
+        waited.mean_ms(),
+        answered.mean_ms(),
+        answered.over_1s,
+        by_hand.len(),
+        percentiles(&mut by_hand),
     );
     eprintln!("{cordons}");
 
@@ -171,6 +192,15 @@ fn table(rows: &[(String, Window)]) -> String {
         ));
     }
     text
+}
+
+/// Drains (or resumes) a node with `scontrol update`, as an administrator would, and returns how long
+/// slurmctld took to answer: the reference for the host's cordon -> DRAIN under the same load.
+fn scontrol_update(node: &str, drained: bool) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let state = if drained { "State=DRAIN" } else { "State=RESUME" };
+    in_slurm_root(&["scontrol", "update", &format!("NodeName={node}"), state, "Reason=scale-bench reference"])?;
+    Ok(start.elapsed())
 }
 
 /// Cordons (or uncordons) the node and returns how long until slurmctld shows it drained (or not).

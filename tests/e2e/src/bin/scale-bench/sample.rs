@@ -118,6 +118,44 @@ impl Observed {
     }
 }
 
+/// What a histogram of the host's slurmrestd requests (`sunk_slurm_request_seconds`, ...) holds for
+/// one call.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Timing {
+    pub count: f64,
+    pub sum_s: f64,
+    pub over_1s: f64,
+}
+
+impl Timing {
+    pub fn read(metrics: &str, histogram: &str, call: &str) -> Self {
+        let labels = format!("{{call=\"{call}\"");
+        let value = |suffix: &str, le: Option<&str>| {
+            metrics
+                .lines()
+                .filter(|line| line.starts_with(&format!("{histogram}_{suffix}{labels}")))
+                .filter(|line| le.is_none_or(|le| line.contains(&format!("le=\"{le}\""))))
+                .find_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .unwrap_or_default()
+        };
+        let count = value("count", None);
+        Self { count, sum_s: value("sum", None), over_1s: count - value("bucket", Some("1.0")) }
+    }
+
+    /// What happened between two readings.
+    pub fn since(self, before: Self) -> Self {
+        Self {
+            count: self.count - before.count,
+            sum_s: self.sum_s - before.sum_s,
+            over_1s: self.over_1s - before.over_1s,
+        }
+    }
+
+    pub fn mean_ms(self) -> f64 {
+        self.sum_s * 1000.0 / self.count.max(1.0)
+    }
+}
+
 /// A counter's value (0 when it has no sample yet).
 fn counter(metrics: &str, series: &str) -> f64 {
     metrics.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or_default()
