@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 
-use super::decode::decode;
+use super::decode::{decode, decode_listing};
 use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
 use super::version::{self, ApiVersion, OpenApiPaths, SlurmInfo};
@@ -337,7 +337,7 @@ impl SlurmClient {
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
-        let answer: JobsResponse = decode("jobs", self.send("jobs", request).await?).await?;
+        let answer: JobsResponse = decode_listing("jobs", self.send("jobs", request).await?).await?;
         // With update_time, "nothing changed" comes back as no jobs and a zero last_update.
         match answer.last_update.get() {
             Some(last_update) if last_update > 0 => Ok(JobsPage::All { jobs: answer.jobs, last_update }),
@@ -367,7 +367,7 @@ impl SlurmClient {
         if response.status() == StatusCode::NOT_MODIFIED {
             return Ok(NodesPage::Unchanged);
         }
-        let answer: NodesResponse = decode("nodes", response).await?;
+        let answer: NodesResponse = decode_listing("nodes", response).await?;
         let last_update = answer.last_update.get().filter(|time| *time > 0);
         if since.is_some() && last_update.is_none() && answer.nodes.is_empty() {
             return Ok(NodesPage::Unchanged);

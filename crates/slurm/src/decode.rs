@@ -7,6 +7,7 @@
 use reqwest::{Response, StatusCode};
 use serde::de::DeserializeOwned;
 
+use super::listing::ListingSplitter;
 use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
 use super::version::OpenApiPaths;
@@ -36,27 +37,67 @@ pub(super) async fn decode<T>(what: &'static str, mut response: Response) -> Res
 where
     T: DeserializeOwned + HasEnvelope,
 {
+    let status = checked(what, &response)?;
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > answer_cap(what) {
+            return Err(too_long(what, status));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    decode_body(what, status, &body)
+}
+
+/// A listing, its list's elements parsed as they arrive ([`ListingSplitter`]): the body is never
+/// held whole. Any other answer (an error's) is read as [`decode`] reads it.
+pub(super) async fn decode_listing<T: Listing>(what: &'static str, mut response: Response) -> Result<T, SlurmError> {
+    let status = checked(what, &response)?;
+    if !(200..300).contains(&status) {
+        return decode(what, response).await;
+    }
+    let (mut splitter, mut read, mut head) = (ListingSplitter::new(T::KEY), 0, Vec::new());
+    while let Some(chunk) = response.chunk().await? {
+        read += chunk.len();
+        if read > answer_cap(what) {
+            return Err(too_long(what, status));
+        }
+        head.extend_from_slice(&chunk[..chunk.len().min(QUOTED.saturating_sub(head.len()))]);
+        if let Err(error) = splitter.feed(&chunk) {
+            return Err(unreadable(what, status, format!("{error}: {}", String::from_utf8_lossy(&head))));
+        }
+    }
+    let (rest, items) = splitter.finish();
+    let mut answer: T = decode_quoting(what, status, &rest, &head)?;
+    answer.fill(items);
+    Ok(answer)
+}
+
+/// The status of an answer worth reading: not a refused token, and no longer than its cap says.
+fn checked(what: &'static str, response: &Response) -> Result<u16, SlurmError> {
     let status = response.status();
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::NETWORK_AUTHENTICATION_REQUIRED) {
         return Err(SlurmError::Unauthorized(status.as_u16()));
     }
-    let cap = answer_cap(what);
-    let too_long = || unreadable(what, status.as_u16(), format!("longer than {cap} bytes"));
-    if response.content_length().is_some_and(|length| length > cap as u64) {
-        return Err(too_long());
+    if response.content_length().is_some_and(|length| length > answer_cap(what) as u64) {
+        return Err(too_long(what, status.as_u16()));
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > cap {
-            return Err(too_long());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    decode_body(what, status.as_u16(), &body)
+    Ok(status.as_u16())
+}
+
+fn too_long(what: &'static str, status: u16) -> SlurmError {
+    unreadable(what, status, format!("longer than {} bytes", answer_cap(what)))
 }
 
 /// The answer in `body`, or why it is not one.
 pub(super) fn decode_body<T>(what: &'static str, status: u16, body: &[u8]) -> Result<T, SlurmError>
+where
+    T: DeserializeOwned + HasEnvelope,
+{
+    decode_quoting(what, status, body, body)
+}
+
+/// The answer in `body`, or why it is not one, quoting the start of `quoted` when it is unreadable.
+fn decode_quoting<T>(what: &'static str, status: u16, body: &[u8], quoted: &[u8]) -> Result<T, SlurmError>
 where
     T: DeserializeOwned + HasEnvelope,
 {
@@ -70,7 +111,7 @@ where
                 Err(SlurmError::Api { what, status, errors: envelope.errors })
             }
             _ => {
-                let quoted = String::from_utf8_lossy(&body[..body.len().min(QUOTED)]);
+                let quoted = String::from_utf8_lossy(&quoted[..quoted.len().min(QUOTED)]);
                 Err(unreadable(what, status, format!("{error}: {quoted}")))
             }
         },
@@ -84,6 +125,31 @@ fn unreadable(what: &'static str, status: u16, why: String) -> SlurmError {
 
 pub(super) trait HasEnvelope {
     fn envelope(&self) -> &Envelope;
+}
+
+/// An answer whose bulk is one list, read by [`decode_listing`].
+pub(super) trait Listing: DeserializeOwned + HasEnvelope {
+    type Item: DeserializeOwned;
+    /// The list's key at the answer's top level.
+    const KEY: &'static str;
+    /// Puts the list's elements, parsed apart, back into the answer.
+    fn fill(&mut self, items: Vec<Self::Item>);
+}
+
+impl Listing for JobsResponse {
+    type Item = super::Job;
+    const KEY: &'static str = "jobs";
+    fn fill(&mut self, items: Vec<Self::Item>) {
+        self.jobs = items;
+    }
+}
+
+impl Listing for NodesResponse {
+    type Item = super::Node;
+    const KEY: &'static str = "nodes";
+    fn fill(&mut self, items: Vec<Self::Item>) {
+        self.nodes = items;
+    }
 }
 
 impl HasEnvelope for Envelope {

@@ -12,6 +12,7 @@ mod error;
 #[cfg(feature = "fake")]
 mod fake;
 mod hostlist;
+mod listing;
 mod model;
 mod node;
 mod node_cache;
