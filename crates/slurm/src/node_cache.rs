@@ -65,7 +65,8 @@ pub enum SlurmView {
 #[derive(Debug, Clone)]
 pub struct NodeSnapshot {
     nodes: Arc<HashMap<String, Node>>,
-    /// When Slurm last confirmed this listing (a listing or a 304), by the wall clock.
+    /// When the request that last confirmed this listing (a listing or a 304) was sent, by the wall
+    /// clock: Slurm's state at that time or later. A write answered before it shows in the listing.
     pub confirmed_at: SystemTime,
 }
 
@@ -119,6 +120,7 @@ pub enum NodeChange {
 #[derive(Default)]
 struct State {
     listing: Option<Arc<HashMap<String, Node>>>,
+    /// When the request behind the latest listing or 304 was sent.
     confirmed: Option<(Instant, SystemTime)>,
     last_update: Option<u64>,
     last_poll_failed: Option<String>,
@@ -201,6 +203,7 @@ impl NodeCache {
     /// One poll: one request, two when slurmrestd's partition quirk forces a full listing.
     pub async fn poll_once<S: NodeSource>(&self, source: &S) -> Result<(), SlurmError> {
         let since = self.next_since();
+        let asked = (Instant::now(), SystemTime::now());
         self.polls.inc();
         self.requests.inc();
         let page = match source.list_nodes(since).await {
@@ -212,7 +215,7 @@ impl NodeCache {
         };
         let was_readable = self.snapshot().is_ok();
         let outcome = match page {
-            Ok(page) => self.apply(page, since.is_none()),
+            Ok(page) => self.apply(page, since.is_none(), asked),
             Err(error) => {
                 self.write().last_poll_failed = Some(error.to_string());
                 Err(error)
@@ -235,10 +238,9 @@ impl NodeCache {
         if state.listing.is_none() || full_due { None } else { state.last_update }
     }
 
-    /// Takes a page in; returns the nodes that changed.
-    fn apply(&self, page: NodesPage, full: bool) -> Result<Vec<ChangedNode>, SlurmError> {
+    /// Takes in a page asked for at `asked`; returns the nodes that changed.
+    fn apply(&self, page: NodesPage, full: bool, asked: (Instant, SystemTime)) -> Result<Vec<ChangedNode>, SlurmError> {
         let mut state = self.write();
-        let now = (Instant::now(), SystemTime::now());
         state.polls_since_full = if full { 0 } else { state.polls_since_full + 1 };
         let NodesPage::All { nodes, last_update } = page else {
             if state.listing.is_none() {
@@ -247,7 +249,7 @@ impl NodeCache {
                 state.last_poll_failed = Some(error);
                 return Ok(Vec::new());
             }
-            state.confirmed = Some(now);
+            state.confirmed = Some(asked);
             state.last_poll_failed = None;
             return Ok(Vec::new());
         };
@@ -255,7 +257,7 @@ impl NodeCache {
         let changed =
             state.listing.as_deref().map_or_else(|| changes(&HashMap::new(), &listing), |old| changes(old, &listing));
         state.listing = Some(Arc::new(listing));
-        state.confirmed = Some(now);
+        state.confirmed = Some(asked);
         state.last_poll_failed = None;
         if let Some(time) = last_update.filter(|time| *time > 0) {
             state.last_update = Some(time);

@@ -7,6 +7,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 
 use super::metrics::SyncerMetrics;
+use super::own_writes::OwnWrites;
 use crate::kube::EventRecorder;
 use crate::policy::{Policies, PolicyError};
 use crate::slurm::{NodeCache, Slurm, SlurmError};
@@ -23,6 +24,8 @@ pub struct Context {
     /// Node condition types (besides `Ready`) whose state is shown to the drain policy.
     pub watched_conditions: Vec<String>,
     pub metrics: SyncerMetrics,
+    /// What the Syncer last wrote to each Slurm node, until a listing shows it.
+    pub own_writes: OwnWrites,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -57,6 +57,7 @@ pub async fn run(
         pods: pod_store,
         watched_conditions: config.watched_conditions,
         metrics: config.metrics,
+        own_writes: Default::default(),
     });
     tracing::info!("Syncer running");
     controller

@@ -55,6 +55,7 @@ impl World {
             pods,
             watched_conditions: Vec::new(),
             metrics: SyncerMetrics::default(),
+            own_writes: Default::default(),
         };
         Self { slurm, api, ctx: Arc::new(ctx), pods: pods_writer }
     }
@@ -70,6 +71,15 @@ impl World {
             let node = self.api.node(NODE).expect("the Node");
             reconcile(Arc::new(node), self.ctx.clone()).await.expect("a pass");
         }
+    }
+
+    /// A pass on a Node event that comes before the next poll: the Slurm view is the last one.
+    async fn pass_before_the_next_poll(&mut self) {
+        for pod in self.api.pods() {
+            self.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+        }
+        let node = self.api.node(NODE).expect("the Node");
+        reconcile(Arc::new(node), self.ctx.clone()).await.expect("a pass");
     }
 
     fn cordon(&self, cordoned: bool) {
@@ -136,4 +146,23 @@ async fn while_slurm_cannot_be_read_a_cordon_changes_nothing_until_it_can() {
     world.slurm.set_reachable(true);
     world.sync().await;
     assert!(world.drain_reason().is_some(), "drained once Slurm answers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordon_right_after_an_uncordon_drains_before_a_listing_shows_the_resume() {
+    let mut world = World::new().await;
+    world.sync().await;
+    world.cordon(true);
+    world.sync().await;
+    assert!(world.drain_reason().is_some());
+
+    // Uncordoned and cordoned again within one poll: the view still shows the first drain.
+    world.cordon(false);
+    world.pass_before_the_next_poll().await;
+    assert_eq!(world.drain_reason(), None, "the uncordon resumes it");
+    world.cordon(true);
+    world.pass_before_the_next_poll().await;
+    assert!(world.drain_reason().is_some(), "drained again at once, not at the next listing");
+    let drains = world.slurm.requests().iter().filter(|request| request.starts_with("drain")).count();
+    assert_eq!(drains, 2);
 }

@@ -15,6 +15,7 @@ mod metrics;
 #[cfg(test)]
 mod middle_tier;
 mod mirror;
+mod own_writes;
 mod reconcile;
 
 pub use causes::DRAIN_LABEL;

@@ -45,10 +45,12 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     let Ok(snapshot) = ctx.slurm_nodes.snapshot() else {
         return Ok(Requeue::requeue(RETRY));
     };
-    let Some(slurm_node) = snapshot.get(&slurm_name) else {
+    let Some(listed) = snapshot.get(&slurm_name) else {
         return Ok(Requeue::requeue(RETRY));
     };
     ctx.metrics.observe_view_age(snapshot.confirmed_at);
+    // Decided on the Syncer's own last write where the listing predates it; mirrored as listed.
+    let slurm_node = &*ctx.own_writes.believed(listed, snapshot.confirmed_at);
 
     let decided = decide_for(&ctx, &node, &pod, slurm_node)?;
     if !decided.refused_annotations.is_empty() {
@@ -56,10 +58,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         tracing::warn!(node = %node.name_any(), %keys, "the drain policy asked to write annotations the host keeps; not written");
     }
     let mut annotations: BTreeMap<String, Option<String>> =
-        mirror::pod_annotations(slurm_node).into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+        mirror::pod_annotations(listed).into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
     apply(&ctx, &node, slurm_node, &decided.action, &mut annotations).await?;
     let unsettled = decided.action != Action::Nothing || !decided_on_settled_view(&node, slurm_node);
-    for kv in decided.annotations.into_iter().chain(slurm_state_annotations(&ctx, &node, &pod, slurm_node).await?) {
+    for kv in decided.annotations.into_iter().chain(slurm_state_annotations(&ctx, &node, &pod, listed).await?) {
         annotations.insert(kv.key, (!kv.value.is_empty()).then_some(kv.value));
     }
 
@@ -68,10 +70,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     if let Some(patch) = mirror::annotation_patch(&pod, &annotations) {
         ignore_gone(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?;
     }
-    if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(slurm_node), &now) {
+    if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(listed), &now) {
         ignore_gone(pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
-    if let Some(patch) = mirror::node_status_patch(&node, slurm_node, &now) {
+    if let Some(patch) = mirror::node_status_patch(&node, listed, &now) {
         let nodes: Api<Node> = Api::all(ctx.client.clone());
         ignore_gone(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
@@ -133,6 +135,7 @@ async fn apply(
         Action::Nothing => {}
         Action::Drain { reason, cause, reapplied } => {
             ctx.slurm.update_node(&slurm_node.name, &NodeUpdate::drain(reason)).await?;
+            ctx.own_writes.drained(&slurm_node.name, reason);
             annotations.insert(DRAINED_FOR_ANNOTATION.into(), Some(cause.clone()));
             annotations.insert(mirror::DRAIN_ANNOTATION.into(), Some(reason.clone()));
             let (event, note) = if *reapplied {
@@ -151,6 +154,7 @@ async fn apply(
         }
         Action::Resume { cause } => {
             ctx.slurm.update_node(&slurm_node.name, &NodeUpdate::undrain()).await?;
+            ctx.own_writes.resumed(&slurm_node.name);
             annotations.insert(DRAINED_FOR_ANNOTATION.into(), None);
             let cause = cause.as_deref().unwrap_or("none left");
             let note =

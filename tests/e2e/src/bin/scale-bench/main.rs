@@ -31,7 +31,7 @@ use sample::{Observed, Timing, Window};
 /// The node cordoned: a real Slurm node whose slurmd pod is in the local cluster's NodeSet.
 const CORDONED: &str = "kube-node-2";
 /// The node drained with `scontrol` for the reference (the host leaves a drain it did not set alone).
-const DRAINED_BY_HAND: &str = "kube-node-3";
+const DRAINED_BY_HAND: &str = "kube-node-1";
 
 struct Args {
     nodes: usize,
@@ -121,6 +121,12 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     }
     let [waited, answered] = node_updates(&observed.leader_metrics(cluster).await?);
     let [waited, answered] = [waited.since(updates_before[0]), answered.since(updates_before[1])];
+    eprintln!(
+        "the host's node updates: {:.0} sent, waited {:.1} ms, answered in {:.1} ms on average",
+        answered.count,
+        waited.mean_ms(),
+        answered.mean_ms()
+    );
     let mut by_hand = Vec::new();
     for drained in (0..args.cordons).flat_map(|_| [true, false]) {
         by_hand.push(scontrol_update(DRAINED_BY_HAND, drained)?);
