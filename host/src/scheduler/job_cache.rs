@@ -47,6 +47,12 @@ struct State {
     last_error: Option<String>,
 }
 
+/// The pod's placeholders, made room for one: a `Vec`'s first push makes room for four, and a
+/// placeholder is about 1 KB, so 10,000 waiting pods held 30 MB of room for jobs that never come.
+fn placeholders_of<'a>(by_pod: &'a mut HashMap<String, Vec<Placeholder>>, uid: &str) -> &'a mut Vec<Placeholder> {
+    by_pod.entry(uid.to_owned()).or_insert_with(|| Vec::with_capacity(1))
+}
+
 /// A job this host cancelled, named as Slurm was told (`12`, or `10_3` for an array's task), with the
 /// admin comment it gave it first, if any (e.g. the replaced mark).
 #[derive(Debug, Clone)]
@@ -215,7 +221,7 @@ impl JobCache {
             // A gang's job is listed under every member; tasks of an array pending together, each
             // under its own pod.
             for (pod, job) in super::link::linked(&job) {
-                by_pod.entry(pod.uid.clone()).or_default().push(Placeholder { pod, job });
+                placeholders_of(&mut by_pod, &pod.uid).push(Placeholder { pod, job });
             }
         }
         let mut holding = Arc::new(holding);
@@ -223,7 +229,7 @@ impl JobCache {
         // A submission the listing may have missed stays until a later listing includes it.
         state.submitted.retain(|(at, _)| *at >= began);
         for (_, placeholder) in &state.submitted {
-            let jobs = by_pod.entry(placeholder.pod.uid.clone()).or_default();
+            let jobs = placeholders_of(&mut by_pod, &placeholder.pod.uid);
             // An array's task is the same job pending with its siblings and running on its own.
             if !jobs.iter().any(|known| known.job.target() == placeholder.job.target()) {
                 jobs.push(placeholder.clone());
@@ -346,6 +352,21 @@ mod tests {
         let mut candidates: Vec<u32> = cache.holding().iter().map(|job| job.job_id).collect();
         candidates.sort_unstable();
         assert_eq!(candidates, [1, 4, 5], "another installation's jobs are not even preemption candidates");
+    }
+
+    #[test]
+    fn a_pod_with_one_placeholder_holds_room_for_one() {
+        let cache = JobCache::default();
+        let pod = PodKey { namespace: "ns".into(), name: "pod-c".into(), uid: "c".into() };
+        cache.record_submitted(pod, 7, &JobDescription::default());
+        cache.replace(
+            vec![job(1, "a", "PENDING"), job(2, "b", "RUNNING")],
+            100,
+            Instant::now() - Duration::from_secs(1),
+        );
+        let state = cache.read();
+        assert_eq!(state.by_pod.len(), 3);
+        assert!(state.by_pod.values().all(|placeholders| placeholders.capacity() == 1));
     }
 
     #[test]

@@ -108,16 +108,18 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
             .map(|histogram| Timing::read(metrics, histogram, "node update"))
     };
     let updates_before = node_updates(&observed.leader_metrics(cluster).await?);
-    let (mut drains, mut resumes) = (Vec::new(), Vec::new());
+    let (mut drains, mut resumes, mut patches) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=args.cordons {
-        drains.push(until_drain(cluster, true).await?);
-        resumes.push(until_drain(cluster, false).await?);
+        let (drained, patched_cordon) = until_drain(cluster, true).await?;
+        let (resumed, patched_uncordon) = until_drain(cluster, false).await?;
         eprintln!(
-            "[cordon {run}/{}] drained in {:?}, resumed in {:?}",
+            "[cordon {run}/{}] drained in {drained:?}, resumed in {resumed:?} (the API server answered the \
+             patches in {patched_cordon:?} and {patched_uncordon:?})",
             args.cordons,
-            drains[run - 1],
-            resumes[run - 1]
         );
+        drains.push(drained);
+        resumes.push(resumed);
+        patches.extend([patched_cordon, patched_uncordon]);
     }
     let [waited, answered] = node_updates(&observed.leader_metrics(cluster).await?);
     let [waited, answered] = [waited.since(updates_before[0]), answered.since(updates_before[1])];
@@ -132,12 +134,13 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
         by_hand.push(scontrol_update(DRAINED_BY_HAND, drained)?);
     }
     let cordons = format!(
-        "cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}\n\
+        "cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}\nthe API server's answer to the patches: {}\n\
          the host's node updates: {:.0} sent, waited for a slot {:.1} ms on average, answered in {:.1} ms \
          ({:.0} over 1 s)\nreference, `scontrol update` drain and resume of {DRAINED_BY_HAND} ({} runs): {}",
         args.cordons,
         percentiles(&mut drains),
         percentiles(&mut resumes),
+        percentiles(&mut patches),
         answered.count,
         waited.mean_ms(),
         answered.mean_ms(),
@@ -209,8 +212,9 @@ fn scontrol_update(node: &str, drained: bool) -> anyhow::Result<Duration> {
     Ok(start.elapsed())
 }
 
-/// Cordons (or uncordons) the node and returns how long until slurmctld shows it drained (or not).
-async fn until_drain(cluster: &Cluster, cordoned: bool) -> anyhow::Result<Duration> {
+/// Cordons (or uncordons) the node and returns how long until slurmctld shows it drained (or not),
+/// and how long the API server took to answer the patch.
+async fn until_drain(cluster: &Cluster, cordoned: bool) -> anyhow::Result<(Duration, Duration)> {
     let start = Instant::now();
     // The API server of a 2-core machine holding 10,000 pods may miss the client's deadline; the
     // patch is the same however often it is sent.
@@ -220,12 +224,13 @@ async fn until_drain(cluster: &Cluster, cordoned: bool) -> anyhow::Result<Durati
         anyhow::ensure!(attempts < 3, "cordoning {CORDONED} ({cordoned}): {error}");
         eprintln!("cordoning {CORDONED} ({cordoned}) failed, sent again: {error}");
     }
+    let patched = start.elapsed();
     loop {
         // One RPC to slurmctld: a listing of thousands of nodes would be most of what is measured.
         let shown = in_slurm_root(&["scontrol", "-o", "show", "node", CORDONED])?;
         let state = shown.split_whitespace().find_map(|field| field.strip_prefix("State=")).unwrap_or_default();
         if state.contains("DRAIN") == cordoned {
-            return Ok(start.elapsed());
+            return Ok((start.elapsed(), patched));
         }
         anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "{CORDONED} still {state} after 30 s");
         tokio::time::sleep(Duration::from_millis(10)).await;

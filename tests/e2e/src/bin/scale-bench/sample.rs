@@ -129,11 +129,11 @@ pub struct Timing {
 
 impl Timing {
     pub fn read(metrics: &str, histogram: &str, call: &str) -> Self {
-        let labels = format!("{{call=\"{call}\"");
+        let call = format!("call=\"{call}\"");
         let value = |suffix: &str, le: Option<&str>| {
             metrics
                 .lines()
-                .filter(|line| line.starts_with(&format!("{histogram}_{suffix}{labels}")))
+                .filter(|line| line.starts_with(&format!("{histogram}_{suffix}{{")) && line.contains(&call))
                 .filter(|line| le.is_none_or(|le| line.contains(&format!("le=\"{le}\""))))
                 .find_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
                 .unwrap_or_default()
