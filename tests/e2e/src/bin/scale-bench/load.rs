@@ -85,19 +85,27 @@ pub async fn create_pods(cluster: &Cluster, count: usize) -> anyhow::Result<()> 
     created.into_iter().collect()
 }
 
-/// Deletes every pod of the bench's namespace in one request.
+/// The bench's pods: the namespace's pods for sunk, not the host's own replicas beside them.
+fn bench_pods() -> ListParams {
+    ListParams::default().fields(&format!("spec.schedulerName={}", sunk_e2e::SCHEDULER))
+}
+
+/// Deletes the bench's pods, in as few requests as the API server's answers allow.
 pub async fn delete_pods(cluster: &Cluster) -> anyhow::Result<()> {
     let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
-    match cluster.pods().delete_collection(&now, &ListParams::default()).await {
-        Ok(_) => Ok(()),
-        // Deleting 10,000 pods in one request outlasts the client's deadline on this machine; the API
-        // server carries on, and the caller waits for the pods to be gone.
-        Err(kube::Error::Service(error)) => {
-            eprintln!("deleting the pods: {error}; the API server carries on");
-            Ok(())
+    for _ in 0..100 {
+        match cluster.pods().delete_collection(&now, &bench_pods()).await {
+            Ok(_) => return Ok(()),
+            // Deleting 10,000 pods in one request outlasts the client's deadline on this machine, and
+            // the API server stops where the client hung up: asked again until none is left.
+            Err(kube::Error::Service(error)) if pods_listed(cluster).await? > 0 => {
+                eprintln!("deleting the pods: {error}; {} left, asked again", pods_listed(cluster).await?);
+            }
+            Err(kube::Error::Service(_)) => return Ok(()),
+            Err(error) => return Err(error.into()),
         }
-        Err(error) => Err(error.into()),
     }
+    anyhow::bail!("pods still listed after 100 deletions of the namespace's pods")
 }
 
 /// How many of the namespace's pods a live Slurm job (or array task) stands for, in one listing.
@@ -111,10 +119,10 @@ pub async fn pods_with_jobs(cluster: &Cluster) -> anyhow::Result<usize> {
         .count())
 }
 
-/// Pods of the namespace the API server still lists.
+/// The bench's pods the API server still lists.
 pub async fn pods_listed(cluster: &Cluster) -> anyhow::Result<usize> {
     let api: Api<Pod> = cluster.pods();
-    let listed = api.list_metadata(&ListParams::default()).await?;
+    let listed = api.list_metadata(&bench_pods()).await?;
     Ok(listed.items.len())
 }
 
