@@ -54,6 +54,18 @@ impl SlurmError {
         }
     }
 
+    /// Whether slurmrestd 24.11 refused to change an array's task by its task id: it does while the
+    /// task's record is still the array's own (`JobId=159_1(159)`), and the array's id would change
+    /// every task of it.
+    pub fn refuses_a_task_update(&self) -> bool {
+        match self {
+            SlurmError::Api { errors, .. } => {
+                errors.iter().any(|e| e.description.contains("against Array Job's JobID"))
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the request got no answer (it may have reached Slurm, or not): for a submission, the
     /// job may exist. slurmrestd that could not talk to slurmctld (restarting, say) answers with an
     /// error list too: that is no answer from Slurm either, and no refusal of the job.
@@ -81,6 +93,17 @@ impl SlurmError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recognises_a_refused_task_update() {
+        // As slurmrestd 24.11.5 answered the chaos run's update of task 159_1.
+        let description = "Query empty or not RFC7320 compliant: Rejecting request. Submit job update against \
+                           Array Job's JobID instead of array task id.";
+        let message = ApiMessage { description: description.into(), error_number: 9000, ..Default::default() };
+        let refused = SlurmError::Api { what: "job update", status: 422, errors: vec![message] };
+        assert!(refused.refuses_a_task_update());
+        assert!(!SlurmError::Api { what: "job update", status: 422, errors: vec![] }.refuses_a_task_update());
+    }
 
     #[test]
     fn recognises_the_partitions_quirk() {

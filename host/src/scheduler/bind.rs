@@ -37,9 +37,10 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// that excludes the node. The job is marked first, so that a restart between the two steps still
 /// knows the cancelled job was replaced rather than ended.
 ///
-/// slurmctld refuses to update a job whose excluded nodes name a node deleted since: such a job
-/// cannot be marked, so it is cancelled and its successor submitted in the same pass (a host dying
-/// between the two would see a cancelled job and delete the pod, for its owner to recreate).
+/// slurmctld refuses to update a job whose excluded nodes name a node deleted since, and slurmrestd
+/// 24.11 an array's task whose record is still the array's: such a job cannot be marked, so it is
+/// cancelled and its successor submitted in the same pass (a host dying between the two would see a
+/// cancelled job and delete the pod, for its owner to recreate).
 pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Replaced, Error> {
     let job_id = placeholder.job.target();
     let marked = cancel_as_replaced(placeholder, ctx).await?;
@@ -60,7 +61,7 @@ pub async fn cancel_as_replaced(placeholder: &Placeholder, ctx: &Context) -> Res
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
     let marked = match ctx.slurm.update_job(&job_id, &mark).await {
         Ok(()) => true,
-        Err(error) if error.names_a_vanished_node() => false,
+        Err(error) if error.names_a_vanished_node() || error.refuses_a_task_update() => false,
         Err(error) => return Err(error.into()),
     };
     ctx.slurm.cancel(&job_id).await?;
