@@ -33,11 +33,19 @@ pub(crate) fn answer_cap(what: &str) -> usize {
 /// How much of an unreadable body an error quotes.
 const QUOTED: usize = 200;
 
-pub(super) async fn decode<T>(what: &'static str, mut response: Response) -> Result<T, SlurmError>
+pub(super) async fn decode<T>(what: &'static str, response: Response) -> Result<T, SlurmError>
 where
     T: DeserializeOwned + HasEnvelope,
 {
     let status = checked(what, &response)?;
+    decode_whole(what, status, response).await
+}
+
+/// Reads the whole body, up to its cap, and decodes it.
+async fn decode_whole<T>(what: &'static str, status: u16, mut response: Response) -> Result<T, SlurmError>
+where
+    T: DeserializeOwned + HasEnvelope,
+{
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         if body.len() + chunk.len() > answer_cap(what) {
@@ -53,7 +61,7 @@ where
 pub(super) async fn decode_listing<T: Listing>(what: &'static str, mut response: Response) -> Result<T, SlurmError> {
     let status = checked(what, &response)?;
     if !(200..300).contains(&status) {
-        return decode(what, response).await;
+        return decode_whole(what, status, response).await;
     }
     let (mut splitter, mut read, mut head) = (ListingSplitter::new(T::KEY), 0, Vec::new());
     while let Some(chunk) = response.chunk().await? {

@@ -115,9 +115,10 @@ impl<T: DeserializeOwned> ListingSplitter<T> {
         (rest, self.items)
     }
 
+    /// One byte outside any element's inside ([`Self::feed`] skips those): at the list's own level
+    /// or outside the list.
     fn step(&mut self, byte: u8) -> Result<(), serde_json::Error> {
-        let in_element = self.depth > 2 || self.in_string || !is_delimiter(byte);
-        if self.place == Place::InList && in_element {
+        if self.place == Place::InList && !is_delimiter(byte) {
             self.element.push(byte);
         } else if self.place == Place::InList {
             // A `,` or the `]` that closes the list ends the element before it.
@@ -183,7 +184,7 @@ impl<T: DeserializeOwned> ListingSplitter<T> {
     }
 }
 
-/// Between elements of a list: outside any string and at the list's own depth.
+/// Ends an element, when read at the list's own level outside any string.
 fn is_delimiter(byte: u8) -> bool {
     matches!(byte, b',' | b']')
 }

@@ -65,15 +65,12 @@ impl World {
     async fn sync(&mut self) {
         for _ in 0..2 {
             let _ = self.ctx.slurm_nodes.poll_once(self.slurm.as_ref()).await;
-            for pod in self.api.pods() {
-                self.pods.apply_watcher_event(&watcher::Event::Apply(pod));
-            }
-            let node = self.api.node(NODE).expect("the Node");
-            reconcile(Arc::new(node), self.ctx.clone()).await.expect("a pass");
+            self.pass_before_the_next_poll().await;
         }
     }
 
-    /// A pass on a Node event that comes before the next poll: the Slurm view is the last one.
+    /// A pass with the pod watch caught up, on the Slurm view of the last poll (as on a Node event
+    /// that comes before the next poll).
     async fn pass_before_the_next_poll(&mut self) {
         for pod in self.api.pods() {
             self.pods.apply_watcher_event(&watcher::Event::Apply(pod));
