@@ -9,7 +9,8 @@ use kube::{Client, Resource, ResourceExt};
 use super::EventRecorder;
 use serde_json::json;
 
-/// Binds, annotates and deletes pods, and records events about them.
+/// Binds, annotates and deletes pods, and records events about them. A pod is named by its
+/// metadata (namespace, name, uid): whatever type a controller keeps its pods in will do.
 #[derive(Clone)]
 pub struct PodWriter {
     client: Client,
@@ -28,13 +29,13 @@ impl PodWriter {
         Self { evictions: client, ..self }
     }
 
-    fn api(&self, pod: &Pod) -> Api<Pod> {
+    fn api(&self, pod: &impl Resource) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default())
     }
 
     /// Binds the pod to a node (what kube-scheduler does through `pods/binding`). Returns false when
     /// the pod was bound already (a pass that saw it before its binding landed): nothing to do.
-    pub async fn bind(&self, pod: &Pod, node: &str) -> kube::Result<bool> {
+    pub async fn bind(&self, pod: &impl Resource, node: &str) -> kube::Result<bool> {
         let binding = Binding {
             metadata: ObjectMeta { name: Some(pod.name_any()), uid: pod.uid(), ..Default::default() },
             target: ObjectReference { kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
@@ -51,20 +52,17 @@ impl PodWriter {
         }
     }
 
-    /// Sets `PodScheduled` (status, reason, message) unless it already says exactly that.
+    /// Sets `PodScheduled` (status, reason, message) unless the pod's `current` one already says
+    /// exactly that.
     pub async fn set_scheduled_condition(
         &self,
-        pod: &Pod,
+        pod: &impl Resource,
+        current: Option<&PodCondition>,
         scheduled: bool,
         reason: &str,
         message: &str,
     ) -> kube::Result<()> {
         let status = if scheduled { "True" } else { "False" };
-        let current = pod
-            .status
-            .as_ref()
-            .and_then(|status| status.conditions.as_ref())
-            .and_then(|conditions| conditions.iter().find(|condition| condition.type_ == "PodScheduled"));
         if let Some(current) = current
             && current.status == status
             && current.reason.as_deref() == Some(reason)
@@ -92,7 +90,7 @@ impl PodWriter {
     }
 
     /// Deletes the pod with its own grace period; a pod already gone (or replaced) is left alone.
-    pub async fn delete(&self, pod: &Pod) -> kube::Result<()> {
+    pub async fn delete(&self, pod: &impl Resource) -> kube::Result<()> {
         let params = DeleteParams {
             preconditions: Some(Preconditions { uid: pod.uid(), resource_version: None }),
             ..Default::default()
@@ -105,7 +103,7 @@ impl PodWriter {
 
     /// Evicts the pod with `grace_seconds` (the Eviction API, which honours PodDisruptionBudgets).
     /// Returns the budget's refusal, if one refused; a pod already gone counts as evicted.
-    pub async fn evict(&self, pod: &Pod, grace_seconds: u32) -> kube::Result<Option<String>> {
+    pub async fn evict(&self, pod: &impl Resource, grace_seconds: u32) -> kube::Result<Option<String>> {
         let params = EvictParams {
             delete_options: Some(DeleteParams {
                 grace_period_seconds: Some(grace_seconds),
@@ -125,7 +123,14 @@ impl PodWriter {
     }
 
     /// Records an event on the pod. Failing to record one is logged, never fatal.
-    pub async fn event(&self, pod: &Pod, warning: bool, reason: &str, action: &str, note: String) {
+    pub async fn event(
+        &self,
+        pod: &impl Resource<DynamicType = ()>,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         self.recorder.publish(&pod.object_ref(&()), warning, reason, action, note).await;
     }
 }
@@ -137,12 +142,12 @@ mod tests {
     use super::*;
     use crate::kube::mock_api::{Expect, serve};
 
-    fn pod(conditions: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "ml", "uid": "u-1"},
-            "status": {"conditions": conditions}
-        }))
-        .unwrap()
+    fn pod() -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "ml", "uid": "u-1"}})).unwrap()
+    }
+
+    fn scheduled_condition(conditions: &serde_json::Value) -> Option<PodCondition> {
+        serde_json::from_value(conditions[0].clone()).ok()
     }
 
     fn status(code: u16, reason: &str) -> serde_json::Value {
@@ -159,8 +164,8 @@ mod tests {
             Expect::call("POST", format!("{POD}/binding?"), 409, status(409, "Conflict")),
         ]);
         let writer = PodWriter::new(client, "sunk");
-        assert!(writer.bind(&pod(json!([])), "kube-node-1").await.unwrap(), "bound");
-        assert!(!writer.bind(&pod(json!([])), "kube-node-1").await.unwrap(), "bound already: nothing to do");
+        assert!(writer.bind(&pod(), "kube-node-1").await.unwrap(), "bound");
+        assert!(!writer.bind(&pod(), "kube-node-1").await.unwrap(), "bound already: nothing to do");
         drop(writer); // a request short of the script fails the test instead of waiting for ever
         let sent = api.await.unwrap();
         assert_eq!(sent[0]["target"], json!({"kind": "Node", "name": "kube-node-1"}));
@@ -172,8 +177,9 @@ mod tests {
         let waiting = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}]);
         let (client, api) = serve(vec![Expect::call("PATCH", format!("{POD}/status?"), 200, json!({}))]);
         let writer = PodWriter::new(client, "sunk");
-        writer.set_scheduled_condition(&pod(waiting.clone()), false, "Unschedulable", "m").await.unwrap();
-        writer.set_scheduled_condition(&pod(waiting), false, "Unschedulable", "changed").await.unwrap();
+        let current = scheduled_condition(&waiting);
+        writer.set_scheduled_condition(&pod(), current.as_ref(), false, "Unschedulable", "m").await.unwrap();
+        writer.set_scheduled_condition(&pod(), current.as_ref(), false, "Unschedulable", "changed").await.unwrap();
         drop(writer);
         let sent = api.await.unwrap();
         let condition = &sent[0]["status"]["conditions"][0];
@@ -186,7 +192,7 @@ mod tests {
     #[tokio::test]
     async fn deleting_a_pod_names_its_uid_and_a_pod_gone_is_no_error() {
         let (client, api) = serve(vec![Expect::call("DELETE", format!("{POD}?"), 404, status(404, "NotFound"))]);
-        PodWriter::new(client, "sunk").delete(&pod(json!([]))).await.unwrap();
+        PodWriter::new(client, "sunk").delete(&pod()).await.unwrap();
         let sent = api.await.unwrap();
         assert_eq!(sent[0]["preconditions"]["uid"], "u-1", "never a newer pod of the same name");
     }

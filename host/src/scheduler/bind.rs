@@ -1,7 +1,7 @@
 //! A running placeholder: bind its pod where Slurm put it, unless the pod may not run there (a taint
 //! or label that appeared after the job was submitted), in which case the job is replaced.
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
@@ -21,7 +21,7 @@ use crate::slurm::{Job, JobUpdate, expand_hostlist};
 const UNHOSTED_PATIENCE: u64 = 30;
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
-pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
+pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
     let spec = pod.spec.as_ref()?;
     let nodes = expand_hostlist(&placeholder.job.nodes).unwrap_or_else(|_| vec![placeholder.job.nodes.clone()]);
     let running_for = running_for(&placeholder.job).unwrap_or_default();
@@ -41,7 +41,7 @@ pub fn misplaced(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Option<
 /// 24.11 an array's task whose record is still the array's: such a job cannot be marked, so it is
 /// cancelled and its successor submitted in the same pass (a host dying between the two would see a
 /// cancelled job and delete the pod, for its owner to recreate).
-pub async fn replace(pod: &Pod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Replaced, Error> {
+pub async fn replace(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Replaced, Error> {
     let job_id = placeholder.job.target();
     let marked = cancel_as_replaced(placeholder, ctx).await?;
     let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
@@ -78,11 +78,11 @@ const ROOM_WAIT_LIMIT: u64 = 60;
 /// The pod leaving `node` whose requests leave no room there for `pod` yet, if one does. Only when
 /// this scheduler's own pods show one leaving is the Node's every pod read (one live list, by node).
 /// Anything unknown binds, as before: the kubelet decides.
-async fn room_held(pod: &Pod, node: &str, ctx: &Context) -> Option<String> {
+async fn room_held(pod: &WatchedPod, node: &str, ctx: &Context) -> Option<String> {
     let leaving = ctx.pods.find(|other| node_room::is_leaving(other, pod, node))?.name_any();
     let kube_node = ctx.placement.nodes.get(&ObjectRef::new(node))?;
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    let neighbours = match Api::<Pod>::all(ctx.client.clone()).list(&on_node).await {
+    let neighbours = match Api::<WatchedPod>::all(ctx.client.clone()).list(&on_node).await {
         Ok(list) => list.items,
         Err(error) => {
             tracing::debug!(%error, node, "cannot list the Node's pods; binding without waiting");
@@ -106,7 +106,7 @@ pub enum Replaced {
     SubmitNow,
 }
 
-pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
     let slurm_node = placeholder.job.nodes.as_str();
     let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
         let message = format!(

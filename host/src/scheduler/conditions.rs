@@ -4,7 +4,7 @@
 //! let the pod run (Slurm waits for resources, or no node fits the pod's placement rules). Every
 //! other reason is sunk's own, so nothing scales up for a pod that waits on its owner or on Slurm.
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 
 use super::Context;
 use super::metrics::AttemptResult;
@@ -95,9 +95,10 @@ pub fn pending_reason(slurm_reason: &str) -> WaitReason {
 }
 
 /// Says on the pod why it is not scheduled, and counts the attempt.
-pub async fn waiting(ctx: &Context, pod: &Pod, reason: WaitReason, message: &str) -> kube::Result<()> {
+pub async fn waiting(ctx: &Context, pod: &WatchedPod, reason: WaitReason, message: &str) -> kube::Result<()> {
     ctx.metrics.attempt(reason.attempt_result());
-    ctx.writer.set_scheduled_condition(pod, false, reason.condition_reason(), message).await
+    let current = pod.condition("PodScheduled");
+    ctx.writer.set_scheduled_condition(pod, current, false, reason.condition_reason(), message).await
 }
 
 #[cfg(test)]

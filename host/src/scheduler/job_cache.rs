@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::scheduler::watched_pod::WatchedPod;
 use futures::channel::mpsc::UnboundedSender;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 
 use super::link::{Installation, PodKey};
@@ -307,7 +307,7 @@ pub async fn poll(
     cache: JobCache,
     slurm: Arc<dyn Slurm>,
     interval: Duration,
-    changed: UnboundedSender<ObjectRef<Pod>>,
+    changed: UnboundedSender<ObjectRef<WatchedPod>>,
 ) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -23,7 +23,6 @@ mod placement_checks;
 mod pod_lookup;
 mod pod_phase;
 mod pod_record;
-mod pod_trim;
 mod preemption;
 mod reconcile;
 mod scope;
@@ -31,6 +30,7 @@ mod shared_verdicts;
 mod slurmd_pods;
 mod submit;
 mod timing;
+mod watched_pod;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +57,7 @@ use crate::tenancy::Tenancy;
 use grants::Grants;
 use link::Installation;
 use placement::Placement;
+use watched_pod::WatchedPod;
 
 /// Passes over pods under way at once, at most. Enough for a burst to fill a few job arrays in one
 /// turn (see `batch`), while 10,000 pods arriving together do not hold 10,000 passes in memory (each
@@ -95,7 +96,7 @@ pub struct Config {
 pub struct Context {
     pub client: Client,
     /// This scheduler's pods (the controller's store).
-    pub pods: reflector::Store<Pod>,
+    pub pods: reflector::Store<WatchedPod>,
     pub gang_locks: gang::GroupLocks,
     pub writer: PodWriter,
     pub slurm: Arc<dyn Slurm>,
@@ -121,7 +122,7 @@ pub struct Context {
     /// Placeholders of bound pods seen requeued, waiting to learn who preempted them.
     pub requeued_seen: preemption::by_slurm::FirstSeen,
     /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
-    pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<Pod>>,
+    pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<WatchedPod>>,
 }
 
 impl Context {
@@ -187,8 +188,12 @@ pub async fn run(
 
     let ours = watcher::Config::default().fields(&format!("spec.schedulerName={}", config.scheduler_name));
     let (pods, pods_writer) = reflector::store();
-    let in_scope =
-        config.scope.watch_pods(client.clone(), ours).modify(pod_trim::trim).reflect(pods_writer).applied_objects();
+    let in_scope = config
+        .scope
+        .watch_pods(client.clone(), ours)
+        .modify(watched_pod::forget_managed_fields)
+        .reflect(pods_writer)
+        .applied_objects();
     // A Node tainted or labelled, a slurmd pod or Slurm node come or gone: pending pods look again.
     let controller = Controller::for_stream(in_scope, pods)
         .with_config(kube::runtime::controller::Config::default().concurrency(MOST_PASSES_AT_ONCE))
@@ -265,7 +270,7 @@ fn namespace_labels(client: &Client, tenancy: &Tenancy) -> Option<grants::Namesp
 }
 
 /// Keeps the pending-pods gauge at the number of this scheduler's pods not yet bound.
-async fn count_pending(pods: reflector::Store<Pod>, metrics: SchedulerMetrics, interval: Duration) {
+async fn count_pending(pods: reflector::Store<WatchedPod>, metrics: SchedulerMetrics, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     loop {
         ticker.tick().await;

@@ -6,10 +6,11 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Node, PodSpec, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::ResourceExt;
 
 use crate::kube::node_match::{selector_matches, tolerates};
+use crate::scheduler::watched_pod::PodNeeds;
 
 /// Why a pod may not run on a Node, in the words kube-scheduler uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub fn is_node_state(taint: &Taint) -> bool {
 }
 
 /// The first reason the pod cannot run on `node`, or `None` when it may.
-pub fn misfit(spec: &PodSpec, node: &Node) -> Option<Misfit> {
+pub fn misfit(spec: &PodNeeds, node: &Node) -> Option<Misfit> {
     let taints = node.spec.as_ref().and_then(|spec| spec.taints.as_deref()).unwrap_or_default();
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
     let untolerated =
@@ -95,7 +96,7 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
-    fn spec(json: serde_json::Value) -> PodSpec {
+    fn spec(json: serde_json::Value) -> PodNeeds {
         let mut json = json;
         json["containers"] = serde_json::json!([{"name": "a"}]);
         serde_json::from_value(json).unwrap()

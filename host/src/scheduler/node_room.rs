@@ -5,7 +5,9 @@
 //! between is refused by the kubelet (`OutOfcpu`, `OutOfmemory`) and fails for good: the chaos run
 //! saw 6 of 139 pods lost (docs/chaos.md). So the bind waits while such a pod holds the room.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 
 use super::pod_record;
@@ -18,7 +20,7 @@ fn allocatable(node: &Node) -> Option<(u64, u64)> {
 }
 
 /// Succeeded or Failed: its containers will not run again.
-fn is_terminal(pod: &Pod) -> bool {
+fn is_terminal(pod: &WatchedPod) -> bool {
     let phase = pod.status.as_ref().and_then(|status| status.phase.as_deref());
     matches!(phase, Some("Succeeded" | "Failed"))
 }
@@ -26,7 +28,7 @@ fn is_terminal(pod: &Pod) -> bool {
 /// Whether the kubelet still counts the pod's requests: it is not terminal, or it is but its
 /// sandbox still stands (`PodReadyToStartContainers` True: the kubelet has not yet torn it down). A
 /// kubelet that does not report the condition counts a terminal pod as gone.
-fn is_counted(pod: &Pod) -> bool {
+fn is_counted(pod: &WatchedPod) -> bool {
     let sandbox_up = || {
         let conditions = pod.status.as_ref().and_then(|status| status.conditions.as_ref());
         conditions.into_iter().flatten().any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True")
@@ -34,13 +36,13 @@ fn is_counted(pod: &Pod) -> bool {
     !is_terminal(pod) || sandbox_up()
 }
 
-fn bound_to(pod: &Pod, node: &str) -> bool {
+fn bound_to(pod: &WatchedPod, node: &str) -> bool {
     pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node)
 }
 
 /// Whether `other`, a pod other than `pod`, is bound to `node` and leaving it: deleted, or finished,
 /// and still counted by the kubelet.
-pub fn is_leaving(other: &Pod, pod: &Pod, node: &str) -> bool {
+pub fn is_leaving(other: &WatchedPod, pod: &WatchedPod, node: &str) -> bool {
     other.uid() != pod.uid()
         && bound_to(other, node)
         && (other.metadata.deletion_timestamp.is_some() || is_terminal(other))
@@ -50,7 +52,7 @@ pub fn is_leaving(other: &Pod, pod: &Pod, node: &str) -> bool {
 /// Whether `pod` would not fit on `node` beside `neighbours` (every pod bound to it), as the kubelet
 /// counts: the requests of the ones it counts, `pod` itself aside. A Node whose allocatable is
 /// unknown fits: the kubelet decides.
-pub fn overcommitted(pod: &Pod, node: &Node, neighbours: &[Pod]) -> bool {
+pub fn overcommitted(pod: &WatchedPod, node: &Node, neighbours: &[WatchedPod]) -> bool {
     let Some((cpu_offered, memory_offered)) = allocatable(node) else { return false };
     let node_name = node.name_any();
     let uid = pod.uid();
@@ -68,10 +70,10 @@ pub fn overcommitted(pod: &Pod, node: &Node, neighbours: &[Pod]) -> bool {
 mod tests {
     use super::*;
 
-    fn pod(name: &str, node: Option<&str>, cpu: &str, leaving: bool, phase: &str) -> Pod {
+    fn pod(name: &str, node: Option<&str>, cpu: &str, leaving: bool, phase: &str) -> WatchedPod {
         // A finished pod's sandbox is gone unless said otherwise (`with_sandbox`).
         let sandbox = if phase == "Running" || phase == "Pending" { "True" } else { "False" };
-        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+        let mut pod: WatchedPod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "uid": format!("uid-{name}")},
             "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]},
             "status": {"phase": phase, "conditions": [{"type": "PodReadyToStartContainers", "status": sandbox}]}
@@ -85,7 +87,7 @@ mod tests {
     }
 
     /// The pod, finished, its sandbox not yet torn down.
-    fn with_sandbox(mut pod: Pod) -> Pod {
+    fn with_sandbox(mut pod: WatchedPod) -> WatchedPod {
         let conditions = pod.status.as_mut().and_then(|status| status.conditions.as_mut()).unwrap();
         conditions[0].status = "True".into();
         pod
@@ -108,12 +110,13 @@ mod tests {
         let finishing = with_sandbox(pod("finishing", Some("n1"), "1", false, "Succeeded"));
         let failed = pod("failed", Some("n1"), "1", false, "Failed");
         let elsewhere = pod("elsewhere", Some("n2"), "1", true, "Running");
-        let leaving = |others: &[&Pod]| others.iter().find(|other| is_leaving(other, &new, "n1")).map(|p| p.name_any());
+        let leaving =
+            |others: &[&WatchedPod]| others.iter().find(|other| is_leaving(other, &new, "n1")).map(|p| p.name_any());
         assert_eq!(leaving(&[&staying, &done, &failed, &elsewhere]), None, "nobody leaving n1");
         assert_eq!(leaving(&[&staying, &going]), Some("going".into()));
         assert_eq!(leaving(&[&staying, &finishing]), Some("finishing".into()), "finished, not yet torn down");
         // (node CPUs, neighbours, overcommitted)
-        let cases: [(&str, Vec<&Pod>, bool); 7] = [
+        let cases: [(&str, Vec<&WatchedPod>, bool); 7] = [
             ("2", vec![&going, &staying], true),
             ("2", vec![&going], false),
             ("3", vec![&going, &staying], false),
@@ -123,14 +126,14 @@ mod tests {
             ("1", vec![&elsewhere], false),
         ];
         for (cpus, neighbours, expected) in cases {
-            let neighbours: Vec<Pod> = neighbours.into_iter().cloned().collect();
+            let neighbours: Vec<WatchedPod> = neighbours.into_iter().cloned().collect();
             assert_eq!(overcommitted(&new, &node(cpus), &neighbours), expected, "{cpus} CPUs, {neighbours:?}");
         }
     }
 
     #[test]
     fn requests_are_the_containers_sum_or_the_largest_init_container() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
+        let pod: WatchedPod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p"},
             "spec": {
                 "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}],

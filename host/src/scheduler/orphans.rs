@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 
@@ -22,7 +22,7 @@ const TERMINATING_AT_ONCE: usize = 50;
 /// their pods are not in its store, and must never be taken for gone.
 pub struct Sweep {
     pub jobs: JobCache,
-    pub pods: Store<Pod>,
+    pub pods: Store<WatchedPod>,
     pub slurm: Arc<dyn Slurm>,
     pub scope: Scope,
     /// For the live read that confirms a pod is gone before its job is cancelled.
@@ -106,7 +106,7 @@ async fn confirmed_gone(client: &Client, orphans: Vec<Placeholder>) -> Vec<Place
     let mut gone = Vec::with_capacity(orphans.len());
     for placeholder in orphans {
         let key = &placeholder.pod;
-        match Api::<Pod>::namespaced(client.clone(), &key.namespace).get_opt(&key.name).await {
+        match Api::<WatchedPod>::namespaced(client.clone(), &key.namespace).get_opt(&key.name).await {
             Ok(Some(pod)) if pod.metadata.uid.as_deref() == Some(key.uid.as_str()) => {
                 tracing::debug!(pod = %format!("{}/{}", key.namespace, key.name), "the pod is there after all; its job stays");
             }

@@ -15,13 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::Stream;
-use k8s_openapi::api::core::v1::{Node, PodSpec};
+use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::node_fit::{is_node_state, misfit};
 use super::shared_verdicts::SharedVerdicts;
 use super::slurmd_pods::SlurmdPods;
+use crate::scheduler::watched_pod::PodNeeds;
 use crate::slurm::{NodeCache, NodeSnapshot, Unreadable};
 
 /// What the pod may and may not use.
@@ -89,7 +90,7 @@ impl Placement {
 
     /// The verdict for a pod, or `Unreadable` when Slurm's node list is not known to be current.
     /// Shared with every pod of the same placement rules while nothing it was drawn from changes.
-    pub fn verdict(&self, spec: &PodSpec) -> Result<Arc<Verdict>, Unreadable> {
+    pub fn verdict(&self, spec: &PodNeeds) -> Result<Arc<Verdict>, Unreadable> {
         // Read before the views: a change that lands while the verdict is drawn is not missed.
         let watched = self.watched.load(Ordering::Acquire);
         let snapshot = self.slurm_nodes.snapshot()?;
@@ -102,7 +103,7 @@ impl Placement {
     /// Why the pod may not run on `slurm_node`, if it may not (this needs no Slurm listing: a job that
     /// already holds the node names it).
     /// A node whose slurmd pod or Kubernetes Node is not known is not refused here: binding waits for it.
-    pub fn refusal(&self, spec: &PodSpec, slurm_node: &str) -> Option<String> {
+    pub fn refusal(&self, spec: &PodNeeds, slurm_node: &str) -> Option<String> {
         let kube_node = self.slurmd.kube_node_of(slurm_node)?;
         let node = self.nodes.get(&ObjectRef::new(&kube_node))?;
         misfit(spec, &node).map(|misfit| format!("Kubernetes Node {kube_node}: {misfit}"))
@@ -163,7 +164,7 @@ impl Placement {
 
 /// The verdict for one pod from one Slurm listing, the slurmd hosts and a Node lookup.
 fn judge(
-    spec: &PodSpec,
+    spec: &PodNeeds,
     snapshot: &NodeSnapshot,
     hosts: &HashMap<String, String>,
     node: impl Fn(&str) -> Option<std::sync::Arc<Node>>,
@@ -184,7 +185,7 @@ fn judge(
 
 /// Why the pod may not run on one Slurm node, if it may not.
 fn why_not(
-    spec: &PodSpec,
+    spec: &PodNeeds,
     slurm_node: &str,
     hosts: &HashMap<String, String>,
     node: impl Fn(&str) -> Option<std::sync::Arc<Node>>,
@@ -224,7 +225,7 @@ mod tests {
     fn judged(spec: serde_json::Value) -> Verdict {
         let mut spec = spec;
         spec["containers"] = serde_json::json!([{"name": "a"}]);
-        let spec: PodSpec = serde_json::from_value(spec).unwrap();
+        let spec: PodNeeds = serde_json::from_value(spec).unwrap();
         let snapshot = NodeSnapshot::new(["s1", "s2", "s3", "static"].map(slurm_node), SystemTime::now());
         let hosts: HashMap<String, String> =
             [("s1", "k1"), ("s2", "k2"), ("s3", "gone")].map(|(s, k)| (s.to_string(), k.to_string())).into();

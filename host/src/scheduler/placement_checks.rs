@@ -10,7 +10,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 
 use crate::slurm::Job;
 
@@ -32,7 +32,7 @@ pub struct Grounds<'a> {
 }
 
 impl<'a> Grounds<'a> {
-    pub fn of(pod: &'a Pod, job: &'a Job, placement: u64, job_mapper: u64) -> Self {
+    pub fn of(pod: &'a WatchedPod, job: &'a Job, placement: u64, job_mapper: u64) -> Self {
         Grounds {
             placement,
             job_mapper,
@@ -93,7 +93,7 @@ impl PlacementChecks {
 mod tests {
     use super::*;
 
-    fn pod(version: &str) -> Pod {
+    fn pod(version: &str) -> WatchedPod {
         serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "resourceVersion": version}})).unwrap()
     }
 

@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::link::PodKey;
 
 /// The pod `key` names, if the store has it and it is that very pod: one deleted and created again
 /// under its name is another pod, with nothing to do with the job.
-pub fn find(pods: &Store<Pod>, key: &PodKey) -> Option<Arc<Pod>> {
+pub fn find(pods: &Store<WatchedPod>, key: &PodKey) -> Option<Arc<WatchedPod>> {
     let pod = pods.get(&ObjectRef::new(&key.name).within(&key.namespace))?;
     (pod.metadata.uid.as_deref() == Some(key.uid.as_str())).then_some(pod)
 }
@@ -23,7 +23,7 @@ mod tests {
 
     #[test]
     fn a_pod_created_again_under_the_name_is_not_found() {
-        let (pods, mut writer) = reflector::store::<Pod>();
+        let (pods, mut writer) = reflector::store::<WatchedPod>();
         let pod = serde_json::json!({"metadata": {"name": "a", "namespace": "ml", "uid": "second"}});
         writer.apply_watcher_event(&Event::Apply(serde_json::from_value(pod).unwrap()));
         let key = |uid: &str| PodKey { namespace: "ml".into(), name: "a".into(), uid: uid.into() };

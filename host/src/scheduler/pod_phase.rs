@@ -1,10 +1,10 @@
 //! Where a pod is in its life, as the scheduler reads it.
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 
 /// Why the pod no longer needs its job, if it does not: it is being deleted, or it has finished
 /// (including a kubelet refusing to run it, e.g. `OutOfmemory`, which leaves it Failed).
-pub fn leaving(pod: &Pod) -> Option<String> {
+pub fn leaving(pod: &WatchedPod) -> Option<String> {
     if pod.metadata.deletion_timestamp.is_some() {
         return Some("its pod is being deleted".into());
     }

@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorRequirement as KubeRequirement, Pod};
+use k8s_openapi::api::core::v1::NodeSelectorRequirement as KubeRequirement;
 use kube::ResourceExt;
 
+use super::watched_pod::{ContainerNeeds, WatchedPod};
 use crate::kube::quantity;
 use crate::policy::{self, KeyValue, NodeSelectorRequirement, SelectorOperator, Toleration};
 
@@ -22,7 +23,7 @@ struct Resources {
 }
 
 impl Resources {
-    fn of(container: &Container) -> Self {
+    fn of(container: &ContainerNeeds) -> Self {
         let resources = container.resources.as_ref();
         let requests = resources.and_then(|r| r.requests.as_ref());
         let limits = resources.and_then(|r| r.limits.as_ref());
@@ -52,7 +53,7 @@ impl Resources {
         }
     }
 
-    fn of_pod(pod: &Pod) -> Self {
+    fn of_pod(pod: &WatchedPod) -> Self {
         let Some(spec) = pod.spec.as_ref() else { return Self::default() };
         let sum = spec.containers.iter().map(Self::of).fold(Self::default(), |a, b| a.combine(b, u64::saturating_add));
         let init =
@@ -68,7 +69,7 @@ impl Resources {
 
 /// What a pod asks its Node for as the kubelet admits it, (CPU millicores, memory bytes): the
 /// requests sized as above.
-pub fn requests(pod: &Pod) -> (u64, u64) {
+pub fn requests(pod: &WatchedPod) -> (u64, u64) {
     let resources = Resources::of_pod(pod);
     (resources.cpu_request_millis, resources.memory_request_bytes)
 }
@@ -90,7 +91,7 @@ fn requirement(kube: &KubeRequirement) -> NodeSelectorRequirement {
 }
 
 /// The policy's view of a pod.
-pub fn pod_record(pod: &Pod) -> policy::Pod {
+pub fn pod_record(pod: &WatchedPod) -> policy::Pod {
     let resources = Resources::of_pod(pod);
     let spec = pod.spec.as_ref();
     let required_terms = spec
@@ -137,7 +138,7 @@ pub fn pod_record(pod: &Pod) -> policy::Pod {
 mod tests {
     use super::*;
 
-    fn pod(json: serde_json::Value) -> Pod {
+    fn pod(json: serde_json::Value) -> WatchedPod {
         serde_json::from_value(json).unwrap()
     }
 

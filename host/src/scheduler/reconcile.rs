@@ -4,13 +4,13 @@
 //! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`], and `act` carries
 //! it out. The pod's placeholder job is the source of truth. No job yet: ask the policy and submit
 //! one. Pending: say so on the pod. Running: bind the pod where Slurm put it. Over: delete the pod.
-//! Pod leaving: cancel the job. Everything is re-derived from the pod and the job cache, so a
+//! WatchedPod leaving: cancel the job. Everything is re-derived from the pod and the job cache, so a
 //! restart at any point resumes where it stopped.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
@@ -25,7 +25,7 @@ use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
 use super::{Context, Error, bind, conditions, gang, preemption, submit};
 use crate::slurm::JobState;
 
-pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = PodKey {
         namespace: pod.namespace().unwrap_or_default(),
         name: pod.name_any(),
@@ -56,7 +56,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
 
 /// What the pass knows: the pod, its jobs (`live`, `ended`), and what Slurm and the host have seen.
 fn observe<'a>(
-    pod: &Pod,
+    pod: &WatchedPod,
     key: &PodKey,
     live: &'a [Placeholder],
     ended: &'a [Placeholder],
@@ -91,7 +91,7 @@ fn observe<'a>(
 }
 
 /// Carries a decision out.
-async fn act(pod: &Pod, key: PodKey, next: Next<'_>, ctx: &Context) -> Result<Action, Error> {
+async fn act(pod: &WatchedPod, key: PodKey, next: Next<'_>, ctx: &Context) -> Result<Action, Error> {
     match next {
         Next::WaitForSlurm(message) => {
             conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
@@ -147,7 +147,7 @@ async fn act(pod: &Pod, key: PodKey, next: Next<'_>, ctx: &Context) -> Result<Ac
 
 /// A job not yet running: keep its exclusions in step with the pod's placement rules, consider
 /// preemption for it, and say on the pod what it waits for.
-async fn wait_in_slurm(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
     let state = placeholder.job.state();
     // A gang's exclusions are fixed at submission (its members may differ).
     if state == JobState::Pending && !link::is_gang(&placeholder.job) {
@@ -172,7 +172,7 @@ async fn wait_in_slurm(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> R
 /// Event naming the preempting job (once that job has started, or a few seconds have passed). A
 /// requeued placeholder is cancelled: its pod is gone, and a new pod gets a new job.
 async fn preempted_by_slurm(
-    pod: &Pod,
+    pod: &WatchedPod,
     requeued: Option<&Placeholder>,
     taken: TakenBySlurm,
     ctx: &Context,
@@ -189,7 +189,7 @@ async fn preempted_by_slurm(
     Ok(Action::await_change())
 }
 
-pub fn error_policy(pod: Arc<Pod>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(pod: Arc<WatchedPod>, error: &Error, ctx: Arc<Context>) -> Action {
     if pod.spec.as_ref().is_none_or(|spec| spec.node_name.is_none()) {
         ctx.metrics.attempt(AttemptResult::error);
     }
@@ -203,7 +203,7 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// Whether a bound pod being deleted may still have containers on its Node (until its grace period
 /// ended `STOP_GRACE` ago).
-fn still_running_on_its_node(pod: &Pod) -> bool {
+fn still_running_on_its_node(pod: &WatchedPod) -> bool {
     let Some(deleted) = pod.metadata.deletion_timestamp.as_ref() else { return false };
     if pod.spec.as_ref().and_then(|spec| spec.node_name.as_ref()).is_none() {
         return false;
@@ -228,7 +228,7 @@ pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) 
 mod tests {
     use super::*;
 
-    fn deleted_pod(seconds_from_now: i64, container_state: serde_json::Value) -> Pod {
+    fn deleted_pod(seconds_from_now: i64, container_state: serde_json::Value) -> WatchedPod {
         let at = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(seconds_from_now);
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "deletionTimestamp": at.to_string()},

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
+use crate::scheduler::watched_pod::WatchedPod;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
@@ -33,7 +33,7 @@ impl Scope {
         &self,
         client: Client,
         config: watcher::Config,
-    ) -> BoxStream<'static, watcher::Result<Event<Pod>>> {
+    ) -> BoxStream<'static, watcher::Result<Event<WatchedPod>>> {
         let pods = match &self.0 {
             None => Api::all(client),
             Some(set) if set.len() > 1 => return crate::kube::watch_namespaces(client, set, config),

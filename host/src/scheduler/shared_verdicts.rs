@@ -7,9 +7,8 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use k8s_openapi::api::core::v1::PodSpec;
-
 use super::placement::Verdict;
+use crate::scheduler::watched_pod::PodNeeds;
 use crate::slurm::NodeSnapshot;
 
 /// Rule sets kept at most: pods whose rules are all different (a hostname each) share nothing, and
@@ -46,7 +45,7 @@ impl SharedVerdicts {
     /// rules was judged on them before.
     pub fn get_or_judge(
         &self,
-        spec: &PodSpec,
+        spec: &PodNeeds,
         watched: u64,
         listing: &NodeSnapshot,
         judge: impl FnOnce() -> Verdict,
@@ -76,7 +75,7 @@ impl SharedVerdicts {
 }
 
 /// The part of a pod's spec a verdict depends on: its tolerations, node selector and affinity.
-fn rules_of(spec: &PodSpec) -> u64 {
+fn rules_of(spec: &PodNeeds) -> u64 {
     let mut hasher = DefaultHasher::new();
     // The k8s-openapi types are not `Hash`; their JSON is exact and small.
     let rules = (&spec.tolerations, &spec.node_selector, &spec.affinity);
@@ -91,7 +90,7 @@ mod tests {
 
     use super::*;
 
-    fn spec(json: serde_json::Value) -> PodSpec {
+    fn spec(json: serde_json::Value) -> PodNeeds {
         serde_json::from_value(json).unwrap()
     }
 

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::{PodNeeds, WatchedPod};
 use kube::runtime::controller::Action;
 
 use super::batch::Turn;
@@ -27,7 +27,7 @@ use crate::tenancy::{self, NotGranted};
 /// How soon a pod looks again when Slurm's nodes could not be read.
 const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
 
-pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
+pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
     let mut request = match map(pod, ctx).await? {
         ControlFlow::Continue(request) => request,
         ControlFlow::Break(action) => return Ok(action),
@@ -70,7 +70,12 @@ pub async fn submit(pod: &Pod, key: PodKey, ctx: &Context) -> Result<Action, Err
 }
 
 /// A pod submitted on its own: an immediate allocation first (with the fast path), else a queued job.
-async fn submit_alone(pod: &Pod, key: PodKey, description: JobDescription, ctx: &Context) -> Result<Action, Error> {
+async fn submit_alone(
+    pod: &WatchedPod,
+    key: PodKey,
+    description: JobDescription,
+    ctx: &Context,
+) -> Result<Action, Error> {
     if ctx.fast_path && fast_path::applies_to(&description) {
         match fast_path::allocate(ctx, &description).await {
             Allocation::Running(job) => {
@@ -110,7 +115,7 @@ async fn submit_alone(pod: &Pod, key: PodKey, description: JobDescription, ctx: 
 }
 
 /// Says on the pod that its job is queued.
-async fn submitted(pod: &Pod, job: &str, ctx: &Context) -> Result<Action, Error> {
+async fn submitted(pod: &WatchedPod, job: &str, ctx: &Context) -> Result<Action, Error> {
     ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job}")).await;
     let message = format!("waiting for Slurm: job {job} submitted");
     conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
@@ -118,7 +123,12 @@ async fn submitted(pod: &Pod, job: &str, ctx: &Context) -> Result<Action, Error>
 }
 
 /// What to do when a submission failed; `None` for an error that is the reconcile's own.
-async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Option<Action>, Error> {
+async fn not_submitted(
+    pod: &WatchedPod,
+    key: &PodKey,
+    error: &SlurmError,
+    ctx: &Context,
+) -> Result<Option<Action>, Error> {
     match error {
         error if error.names_a_vanished_node() => {
             tracing::info!(pod = %key.name, %error, "a node named in the job vanished; trying again");
@@ -139,7 +149,7 @@ async fn not_submitted(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Contex
 
 /// The submission's answer was lost: Slurm may have made the job, so nothing is submitted again until
 /// a listing shows whether it did.
-async fn in_doubt(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Action, Error> {
+async fn in_doubt(pod: &WatchedPod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Action, Error> {
     ctx.jobs.record_in_doubt(&key.uid);
     let message = format!("{error}; the pod waits for slurmrestd");
     conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
@@ -148,7 +158,7 @@ async fn in_doubt(pod: &Pod, key: &PodKey, error: &SlurmError, ctx: &Context) ->
 
 /// Brings a pending job's excluded nodes in line with the pod's placement rules as they are now
 /// (a Node tainted, labelled or added since the job was submitted).
-pub async fn keep_placement(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<(), Error> {
+pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<(), Error> {
     // Taken before anything is read: a change published while this pass runs is checked again.
     let grounds = Grounds::of(pod, &placeholder.job, ctx.placement.published(), ctx.policies.job_mapper.revision());
     let uid = &placeholder.pod.uid;
@@ -201,7 +211,7 @@ enum Mapped {
 }
 
 /// The job request, or what to do when there is none.
-pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequest>, Error> {
+pub async fn map(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, JobRequest>, Error> {
     let refused = |reason, message: String| async move {
         conditions::waiting(ctx, pod, reason, &message).await?;
         ctx.writer.event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}")).await;
@@ -229,7 +239,7 @@ pub async fn map(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, JobRequ
     }
 }
 
-async fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
+async fn decide(pod: &WatchedPod, ctx: &Context) -> Result<Mapped, PolicyError> {
     let input = MapPodInput { pod: pod_record::pod_record(pod), cluster: ctx.cluster.clone() };
     let mapping = crate::decisions::off_io(|| ctx.policies.job_mapper.decide(&input)).await?;
     Ok(match mapping {
@@ -246,7 +256,7 @@ async fn decide(pod: &Pod, ctx: &Context) -> Result<Mapped, PolicyError> {
 }
 
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).
-async fn placement(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, Arc<Verdict>>, Error> {
+async fn placement(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, Arc<Verdict>>, Error> {
     match ctx.placement.verdict(pod_spec(pod)) {
         Ok(verdict) if !verdict.eligible.is_empty() => Ok(ControlFlow::Continue(verdict)),
         Ok(verdict) => {
@@ -264,7 +274,7 @@ async fn placement(pod: &Pod, ctx: &Context) -> Result<ControlFlow<Action, Arc<V
     }
 }
 
-pub(super) fn pod_spec(pod: &Pod) -> &k8s_openapi::api::core::v1::PodSpec {
-    static EMPTY: std::sync::OnceLock<k8s_openapi::api::core::v1::PodSpec> = std::sync::OnceLock::new();
+pub(super) fn pod_spec(pod: &WatchedPod) -> &PodNeeds {
+    static EMPTY: std::sync::OnceLock<PodNeeds> = std::sync::OnceLock::new();
     pod.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(Default::default))
 }

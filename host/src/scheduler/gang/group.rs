@@ -5,7 +5,7 @@
 //!   `spec.minMember` when a PodGroup of that name exists (scheduling.x-k8s.io/v1alpha1), else
 //!   `sunk.dev/pod-group-size` as above.
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, ResourceExt};
 
@@ -22,7 +22,7 @@ pub struct Group {
 }
 
 /// The group a pod belongs to, if any (`sunk.dev/pod-group` wins over the coscheduling label).
-pub fn group_of(pod: &Pod) -> Option<Group> {
+pub fn group_of(pod: &WatchedPod) -> Option<Group> {
     let labels = pod.labels();
     [POD_GROUP_LABEL, COSCHEDULING_POD_GROUP_LABEL].into_iter().find_map(|label| {
         labels.get(label).filter(|name| !name.is_empty()).map(|name| Group { name: name.clone(), label })
@@ -30,7 +30,7 @@ pub fn group_of(pod: &Pod) -> Option<Group> {
 }
 
 /// The size the pod's own label or annotation gives, or what is wrong with it.
-pub fn size_on_pod(pod: &Pod) -> Result<u32, String> {
+pub fn size_on_pod(pod: &WatchedPod) -> Result<u32, String> {
     let value = pod.labels().get(POD_GROUP_SIZE).or_else(|| pod.annotations().get(POD_GROUP_SIZE));
     let Some(value) = value else {
         return Err(format!(
@@ -46,7 +46,7 @@ pub fn size_on_pod(pod: &Pod) -> Result<u32, String> {
 }
 
 /// The group's size: the coscheduling PodGroup's `minMember` when there is one, else the pod's own.
-pub async fn size(client: &Client, pod: &Pod, group: &Group) -> Result<u32, String> {
+pub async fn size(client: &Client, pod: &WatchedPod, group: &Group) -> Result<u32, String> {
     if group.label == COSCHEDULING_POD_GROUP_LABEL
         && let Some(min_member) = pod_group_min_member(client, &pod.namespace().unwrap_or_default(), &group.name).await
     {
@@ -84,7 +84,7 @@ async fn pod_group_min_member(client: &Client, namespace: &str, name: &str) -> O
 mod tests {
     use super::*;
 
-    fn pod(labels: serde_json::Value, annotations: serde_json::Value) -> Pod {
+    fn pod(labels: serde_json::Value, annotations: serde_json::Value) -> WatchedPod {
         serde_json::from_value(
             serde_json::json!({"metadata": {"name": "p", "labels": labels, "annotations": annotations}}),
         )

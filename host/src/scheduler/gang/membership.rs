@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 
 /// A member's standing in its group of `size` pods.
@@ -16,16 +16,16 @@ pub enum Membership<'a> {
     /// Another member's pass submitted the group's job while this one waited for the group's lock.
     Submitted,
     /// The group is complete with this pod: its members, oldest first, the first the leader.
-    Complete(&'a [Arc<Pod>]),
+    Complete(&'a [Arc<WatchedPod>]),
 }
 
 /// `members` are the group's unbound pods that are not leaving, oldest first; `me` this pod's UID;
 /// `has_live_job` whether a member already has a job that has not ended.
 pub fn membership<'a>(
     size: usize,
-    members: &'a [Arc<Pod>],
+    members: &'a [Arc<WatchedPod>],
     me: &str,
-    has_live_job: impl Fn(&Pod) -> bool,
+    has_live_job: impl Fn(&WatchedPod) -> bool,
 ) -> Membership<'a> {
     if members.len() < size {
         return Membership::Incomplete { have: members.len() };
@@ -44,7 +44,7 @@ pub fn membership<'a>(
 mod tests {
     use super::*;
 
-    fn pod(uid: &str) -> Arc<Pod> {
+    fn pod(uid: &str) -> Arc<WatchedPod> {
         Arc::new(serde_json::from_value(serde_json::json!({"metadata": {"name": uid, "uid": uid}})).unwrap())
     }
 
@@ -52,8 +52,8 @@ mod tests {
     fn a_member_waits_for_its_group_then_submits_once() {
         let three = [pod("a"), pod("b"), pod("c")];
         let four = [pod("a"), pod("b"), pod("c"), pod("d")];
-        let none = |_: &Pod| false;
-        let a_has_one = |pod: &Pod| pod.uid().as_deref() == Some("a");
+        let none = |_: &WatchedPod| false;
+        let a_has_one = |pod: &WatchedPod| pod.uid().as_deref() == Some("a");
         let cases: Vec<(&str, Membership, Membership)> = vec![
             ("alone of three", membership(3, &three[..1], "a", none), Membership::Incomplete { have: 1 }),
             ("two of three", membership(3, &three[..2], "b", none), Membership::Incomplete { have: 2 }),

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -51,7 +51,7 @@ impl GroupLocks {
 }
 
 /// Submits the group's job when the group is complete and has none.
-pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, Error> {
+pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Action, Error> {
     let namespace = pod.namespace().unwrap_or_default();
     let size = match group::size(&ctx.client, pod, group).await {
         Ok(size) => size as usize,
@@ -64,7 +64,7 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
     let lock = ctx.gang_locks.of(&namespace, &group.name);
     let mut last_wait = lock.lock().await;
     let members = waiting_members(ctx, &namespace, group);
-    let has_live_job = |member: &Pod| {
+    let has_live_job = |member: &WatchedPod| {
         let uid = member.uid().unwrap_or_default();
         ctx.jobs.for_pod(&uid).iter().any(|p| p.job.state() != crate::slurm::JobState::Ended)
     };
@@ -148,13 +148,13 @@ pub async fn submit(pod: &Pod, group: &Group, ctx: &Context) -> Result<Action, E
     let note = format!("submitted pod group {} ({size} pods) as Slurm job {job_id}, one node per pod", group.name);
     tracing::info!(job = job_id, group = %group.name, "{note}");
     for member in chosen {
-        ctx.writer.event(member, false, "SlurmJobSubmitted", "Schedule", note.clone()).await;
+        ctx.writer.event(member.as_ref(), false, "SlurmJobSubmitted", "Schedule", note.clone()).await;
     }
     Ok(Action::requeue(RECHECK))
 }
 
 /// Binds this member to its own node of the running gang job.
-pub async fn bind(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
     let Some(link) = GangLink::parse(&placeholder.job.admin_comment) else {
         return super::bind::bind(pod, placeholder, ctx).await;
     };
@@ -207,8 +207,8 @@ pub async fn keep_members_waiting(slurm: &dyn crate::slurm::Slurm, placeholder: 
 }
 
 /// The group's unbound pods that are not leaving, oldest first (then by name).
-fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod>> {
-    let mut members: Vec<Arc<Pod>> = ctx
+fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<WatchedPod>> {
+    let mut members: Vec<Arc<WatchedPod>> = ctx
         .pods
         .state()
         .into_iter()
@@ -227,8 +227,8 @@ fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Pod
 /// for, every other member decides again now (not at its next recheck), so that all of them say it.
 async fn group_waits(
     ctx: &Context,
-    pod: &Pod,
-    members: &[Arc<Pod>],
+    pod: &WatchedPod,
+    members: &[Arc<WatchedPod>],
     last_wait: &mut GroupWait,
     reason: WaitReason,
     message: String,
@@ -252,7 +252,7 @@ fn record_wait(last_wait: &mut GroupWait, reason: WaitReason, message: String) -
 }
 
 /// The nodes every member may use: exclusions of all members joined.
-fn gang_verdict(members: &[Arc<Pod>], ctx: &Context) -> Option<Verdict> {
+fn gang_verdict(members: &[Arc<WatchedPod>], ctx: &Context) -> Option<Verdict> {
     let mut verdict: Option<Verdict> = None;
     for member in members {
         let spec = member.spec.as_ref()?;
@@ -270,7 +270,7 @@ fn gang_verdict(members: &[Arc<Pod>], ctx: &Context) -> Option<Verdict> {
     verdict
 }
 
-fn key_of(pod: &Pod) -> PodKey {
+fn key_of(pod: &WatchedPod) -> PodKey {
     PodKey { namespace: pod.namespace().unwrap_or_default(), name: pod.name_any(), uid: pod.uid().unwrap_or_default() }
 }
 

@@ -25,6 +25,7 @@ use serde_json::json;
 
 use super::link::Installation;
 use super::timing::RECHECK;
+use super::watched_pod::WatchedPod;
 use super::{Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile};
 use crate::kube::PodWriter;
 use crate::kube::fake_api::FakeApi;
@@ -56,7 +57,7 @@ pub struct World {
     pub slurm: Arc<FakeSlurm>,
     pub api: FakeApi,
     ctx: Arc<Context>,
-    pods: Writer<Pod>,
+    pods: Writer<WatchedPod>,
     /// The Nodes the host watches.
     nodes: Writer<Node>,
     /// The slurmd pods the host watches.
@@ -64,7 +65,7 @@ pub struct World {
     /// The namespaces whose labels the host has listed (none until a test lists one).
     namespaces: Writer<PartialObjectMeta<Namespace>>,
     /// Pods the host asked to look at again (a group's other members).
-    decide_again: mpsc::UnboundedReceiver<ObjectRef<Pod>>,
+    decide_again: mpsc::UnboundedReceiver<ObjectRef<WatchedPod>>,
     /// Each pod as it was when last passed over.
     last_passed: BTreeMap<String, String>,
     /// Pods to pass over next round: their pass asked to look again soon, or failed.
@@ -103,7 +104,7 @@ impl World {
         }
         let slurm_nodes = NodeCache::new(NodeCacheConfig::every(std::time::Duration::from_millis(100)));
         let slurmd = SlurmdPods::new(slurmd, slurm_nodes.clone());
-        let (pods, pods_writer) = reflector::store::<Pod>();
+        let (pods, pods_writer) = reflector::store::<WatchedPod>();
         let (namespaces, namespaces_writer) = reflector::store();
         let (decide_again, decide_again_rx) = mpsc::unbounded();
         let ctx = Context {
@@ -293,7 +294,8 @@ impl World {
             if self.last_passed.get(&name) != Some(&now) {
                 due.insert(name);
             }
-            self.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+            // What the watch keeps of it, read from its JSON as the watch reads it.
+            self.pods.apply_watcher_event(&watcher::Event::Apply(WatchedPod::from(&pod)));
         }
         while let Ok(asked) = self.decide_again.try_recv() {
             due.insert(asked.name);
@@ -302,6 +304,7 @@ impl World {
             let Some(pod) = self.pod(&name) else { continue };
             self.last_passed.insert(name.clone(), serde_json::to_string(&pod).expect("JSON"));
             let leaving = pod.metadata.deletion_timestamp.is_some();
+            let pod = WatchedPod::from(&pod);
             match reconcile::reconcile(Arc::new(pod.clone()), self.ctx.clone()).await {
                 Ok(action) if action == Action::await_change() || action == Action::requeue(RECHECK) => {}
                 Ok(_soon) => _ = self.due_soon.insert(name.clone()),

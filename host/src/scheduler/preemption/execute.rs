@@ -5,7 +5,7 @@
 //! Pods go first: should a budget refuse an eviction, the round stops before any Slurm job is
 //! cancelled, since the waiting pod would not fit anyway.
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 use kube::Api;
 
 use super::super::link::linked_pods;
@@ -18,7 +18,7 @@ use crate::slurm::JobUpdate;
 /// What happened, for the waiting pod's condition, and whether to look again soon (victims are on
 /// their way out, or a budget refused an eviction for now).
 pub async fn carry_out(
-    pod: &Pod,
+    pod: &WatchedPod,
     input: &ChooseVictimsInput,
     decision: &PreemptionDecision,
     ctx: &Context,
@@ -90,12 +90,12 @@ pub async fn carry_out(
 }
 
 /// The pods a job stands for that still exist.
-async fn pods_of(job_id: u32, ctx: &Context) -> Result<Vec<Pod>, Error> {
+async fn pods_of(job_id: u32, ctx: &Context) -> Result<Vec<WatchedPod>, Error> {
     let holding = ctx.jobs.holding();
     let Some(job) = holding.iter().find(|job| job.job_id == job_id) else { return Ok(Vec::new()) };
     let mut pods = Vec::new();
     for key in linked_pods(job) {
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+        let api: Api<WatchedPod> = Api::namespaced(ctx.client.clone(), &key.namespace);
         if let Some(pod) = api.get_opt(&key.name).await?
             && pod.metadata.uid.as_deref() == Some(key.uid.as_str())
         {

@@ -18,7 +18,7 @@ mod offer;
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduler::watched_pod::WatchedPod;
 
 pub use in_flight::InFlight;
 
@@ -55,7 +55,7 @@ impl Outcome {
 
 /// Asks the preemption policy to make room for a pod whose placeholder waits, and carries out its
 /// answer. `None` when preemption does not apply.
-pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Result<Option<Outcome>, Error> {
+pub async fn consider(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Option<Outcome>, Error> {
     let job = &placeholder.job;
     if !ctx.preemption || job.state_reason != WAITING_FOR_RESOURCES || never_preempts(pod) {
         return Ok(None);
@@ -102,7 +102,7 @@ pub async fn consider(pod: &Pod, placeholder: &Placeholder, ctx: &Context) -> Re
 /// Only a pod with a PriorityClass above zero preempts, unless it opts out as Kubernetes lets it
 /// (`preemptionPolicy: Never`). Without one, its placeholder's priority is whatever Slurm computed
 /// (with `priority/basic`, older jobs rank higher), which says nothing about what may be killed for it.
-fn never_preempts(pod: &Pod) -> bool {
+fn never_preempts(pod: &WatchedPod) -> bool {
     let Some(spec) = pod.spec.as_ref() else { return true };
     spec.priority.is_none_or(|priority| priority <= 0) || spec.preemption_policy.as_deref() == Some("Never")
 }
@@ -118,7 +118,7 @@ enum Offer {
 
 /// The policy's input, drawn from views of every Slurm node that are gone before the decision is
 /// awaited: thousands of names each, at scale, for every waiting pod.
-fn offer_for(pod: &Pod, placeholder: &Placeholder, holding: &[Job], ctx: &Context) -> Offer {
+fn offer_for(pod: &WatchedPod, placeholder: &Placeholder, holding: &[Job], ctx: &Context) -> Offer {
     let job = &placeholder.job;
     let (Ok(snapshot), Ok(verdict)) = (ctx.placement.slurm_nodes.snapshot(), ctx.placement.verdict(pod_spec(pod)))
     else {
@@ -159,7 +159,7 @@ fn jobs_of_leaving_pods(holding: &[Job], ctx: &Context) -> Vec<u32> {
 }
 
 /// A pod's grace period, in seconds (Kubernetes' default, 30, when it names none).
-fn grace_of(pod: &Pod) -> u32 {
+fn grace_of(pod: &WatchedPod) -> u32 {
     let grace = pod.spec.as_ref().and_then(|spec| spec.termination_grace_period_seconds).unwrap_or(30);
     u32::try_from(grace.max(0)).unwrap_or(u32::MAX)
 }
@@ -176,7 +176,7 @@ pub enum TakenBySlurm {
 /// Whether Slurm's own preemption took a bound pod's placeholder `job` (ended PREEMPTED, or pending
 /// again after a requeue): the Event's note naming the job that did, or how long to wait for that job
 /// to start. `None` when nothing says it was preempted (a requeue after a node failure, say).
-pub fn taken_by_slurm(pod: &Pod, job: &Job, ctx: &Context) -> Option<TakenBySlurm> {
+pub fn taken_by_slurm(pod: &WatchedPod, job: &Job, ctx: &Context) -> Option<TakenBySlurm> {
     let kube_node = pod.spec.as_ref()?.node_name.as_deref()?;
     let preempted_at = job.preempt_time.get().filter(|time| *time > 0);
     let requeued = job.state() == JobState::Pending;
@@ -209,7 +209,7 @@ pub fn taken_by_slurm(pod: &Pod, job: &Job, ctx: &Context) -> Option<TakenBySlur
 }
 
 /// When the pod was bound (its PodScheduled condition turned True), in UNIX seconds.
-fn bound_at(pod: &Pod) -> Option<u64> {
+fn bound_at(pod: &WatchedPod) -> Option<u64> {
     let conditions = pod.status.as_ref()?.conditions.as_ref()?;
     let scheduled = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True")?;
     u64::try_from(scheduled.last_transition_time.as_ref()?.0.as_second()).ok()

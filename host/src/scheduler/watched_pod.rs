@@ -1,0 +1,168 @@
+//! What the scheduler keeps of a pod: what it and its policies read, not what a kubelet needs to run
+//! the pod. The watch decodes each pod straight into these types, so nothing else is ever built.
+//! Kubernetes's own types are large even when empty (a `Pod` is 2.2 KB and each `Container` 2.1 KB
+//! before any of their strings), and 10,000 waiting pods kept as trimmed `Pod`s were 44 MB of the
+//! leader's heap (docs/benchmarks.md, scale-bench). The fields keep Kubernetes's names and shapes,
+//! so reading one reads as reading a `Pod`. Nothing is ever written back from these: writes name
+//! the pod, and the API server keeps the rest.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, ContainerState, Pod, PodCondition, ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+/// A pod as the scheduler's watch keeps it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct WatchedPod {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: Option<PodNeeds>,
+    pub status: Option<PodProgress>,
+}
+
+/// What of `spec` decides where the pod may run, what it asks for and how it yields.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodNeeds {
+    #[serde(default)]
+    pub containers: Vec<ContainerNeeds>,
+    pub init_containers: Option<Vec<ContainerNeeds>>,
+    pub overhead: Option<BTreeMap<String, Quantity>>,
+    pub node_name: Option<String>,
+    pub node_selector: Option<BTreeMap<String, String>>,
+    pub affinity: Option<Affinity>,
+    pub tolerations: Option<Vec<Toleration>>,
+    pub priority: Option<i32>,
+    pub preemption_policy: Option<String>,
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+/// A container's name and what it asks for.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ContainerNeeds {
+    #[serde(default)]
+    pub name: String,
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// What of `status` tells whether the pod is scheduled, running or leaving.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodProgress {
+    pub phase: Option<String>,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub conditions: Option<Vec<PodCondition>>,
+    pub container_statuses: Option<Vec<ContainerProgress>>,
+}
+
+/// A container's name and state.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ContainerProgress {
+    #[serde(default)]
+    pub name: String,
+    pub state: Option<ContainerState>,
+}
+
+impl k8s_openapi::Resource for WatchedPod {
+    const API_VERSION: &'static str = Pod::API_VERSION;
+    const GROUP: &'static str = Pod::GROUP;
+    const KIND: &'static str = Pod::KIND;
+    const VERSION: &'static str = Pod::VERSION;
+    const URL_PATH_SEGMENT: &'static str = Pod::URL_PATH_SEGMENT;
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for WatchedPod {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl WatchedPod {
+    /// The pod's condition of `type_` (`PodScheduled`, `PodReadyToStartContainers`), if it has one.
+    pub fn condition(&self, type_: &str) -> Option<&PodCondition> {
+        let conditions = self.status.as_ref()?.conditions.as_ref()?;
+        conditions.iter().find(|condition| condition.type_ == type_)
+    }
+}
+
+/// Drops what the watch decodes but nothing reads: the managed fields, most of a pod's metadata.
+pub fn forget_managed_fields(pod: &mut WatchedPod) {
+    pod.metadata.managed_fields = None;
+}
+
+impl From<&Pod> for WatchedPod {
+    /// The same pod as the watch would keep it: through its JSON, as the watch reads it.
+    fn from(pod: &Pod) -> Self {
+        let json = serde_json::to_value(pod).expect("a Pod is always JSON");
+        let mut pod: WatchedPod = serde_json::from_value(json).expect("a WatchedPod reads any Pod");
+        forget_managed_fields(&mut pod);
+        pod
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "p", "namespace": "ns", "uid": "u1", "labels": {"app": "a"},
+                "annotations": {"sunk.dev/qos": "high"},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]
+            },
+            "spec": {
+                "schedulerName": "sunk",
+                "volumes": [{"name": "token", "projected": {"sources": []}}],
+                "nodeSelector": {"disk": "ssd"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "priority": 100,
+                "terminationGracePeriodSeconds": 5,
+                "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "2"}}}],
+                "containers": [{
+                    "name": "main", "image": "busybox", "command": ["sleep"], "args": ["60"],
+                    "env": [{"name": "A", "value": "1"}],
+                    "volumeMounts": [{"name": "token", "mountPath": "/var/run"}],
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": "1"}},
+                    "readinessProbe": {"exec": {"command": ["true"]}}
+                }]
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_watched_pod_is_the_same_pod_to_the_policies() {
+        let full = full_pod();
+        let watched = WatchedPod::from(&full);
+        let record = crate::scheduler::pod_record(&watched);
+        assert_eq!((record.name.as_str(), record.namespace.as_str(), record.uid.as_str()), ("p", "ns", "u1"));
+        assert_eq!((record.cpu_request_millis, record.memory_request_bytes, record.gpus), (2000, 1 << 30, 1));
+        assert_eq!((record.node_selector.len(), record.tolerations.len()), (1, 1));
+        assert_eq!((record.priority, record.termination_grace_seconds), (Some(100), 5));
+        assert_eq!(watched.status.and_then(|status| status.conditions).map(|c| c.len()), Some(1));
+        assert_eq!(watched.metadata.managed_fields, None);
+    }
+
+    #[test]
+    fn a_watched_pod_holds_far_less_than_a_pod() {
+        // What each pod in the store costs before its strings: the struct and one container.
+        let kept = size_of::<WatchedPod>() + size_of::<ContainerNeeds>();
+        let whole = size_of::<Pod>() + size_of::<k8s_openapi::api::core::v1::Container>();
+        assert!(kept * 4 < whole, "{kept} bytes kept for a {whole}-byte pod");
+    }
+}
