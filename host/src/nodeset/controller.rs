@@ -100,9 +100,7 @@ pub async fn run(
 }
 
 async fn counted_reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let outcome = reconcile(nodeset, ctx.clone()).await;
-    ctx.metrics.count("nodeset", &outcome);
-    outcome
+    ctx.metrics.pass("nodeset", reconcile(nodeset, ctx.clone())).await
 }
 
 /// Node events that can change what a NodeSet selects or builds: labels, taints, resources, or the

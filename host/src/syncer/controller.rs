@@ -5,12 +5,11 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use super::context::{Context, Error};
+use super::context::Context;
 use super::metrics::SyncerMetrics;
 use super::reconcile::{error_policy, reconcile};
 use crate::kube::{EventRecorder, ReconcileMetrics};
@@ -71,11 +70,7 @@ pub async fn run(
         .run(
             move |node, ctx| {
                 let passes = passes.clone();
-                async move {
-                    let outcome: Result<Action, Error> = reconcile(node, ctx).await;
-                    passes.count("syncer", &outcome);
-                    outcome
-                }
+                async move { passes.pass("syncer", reconcile(node, ctx)).await }
             },
             error_policy,
             ctx,

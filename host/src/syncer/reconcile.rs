@@ -52,6 +52,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     // Decided on the Syncer's own last write where the listing predates it; mirrored as listed.
     let slurm_node = &*ctx.own_writes.believed(listed, snapshot.confirmed_at);
 
+    let started = std::time::Instant::now();
     let decided = decide_for(&ctx, &node, &pod, slurm_node)?;
     if !decided.refused_annotations.is_empty() {
         let keys = decided.refused_annotations.join(",");
@@ -60,6 +61,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     let mut annotations: BTreeMap<String, Option<String>> =
         mirror::pod_annotations(listed).into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
     apply(&ctx, &node, slurm_node, &decided.action, &mut annotations).await?;
+    let applied = started.elapsed();
     let unsettled = decided.action != Action::Nothing || !decided_on_settled_view(&node, slurm_node);
     for kv in decided.annotations.into_iter().chain(slurm_state_annotations(&ctx, &node, &pod, listed).await?) {
         annotations.insert(kv.key, (!kv.value.is_empty()).then_some(kv.value));
@@ -77,6 +79,8 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         let nodes: Api<Node> = Api::all(ctx.client.clone());
         ignore_gone(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
+    // Where a slow cordon -> drain goes: a pass over a Node holds back the next one over it.
+    tracing::debug!(node = %name, action = ?decided.action, ?applied, took = ?started.elapsed(), "synced");
     Ok(Requeue::requeue(if unsettled { SOON } else { RESYNC }))
 }
 

@@ -13,15 +13,16 @@
 //! informers hold the same Nodes and pods).
 //!
 //! `cargo run --release -p sunk-e2e --bin scale-bench -- [--nodes 5000] [--pods 10000] [--cordons 30]
-//! [--window 30] [--memory-limit 3Gi]`, with the cluster up (slurm.conf's MaxNodeCount must allow the
-//! nodes); `--memory-limit` replaces the chart's 512Mi, which the leader outgrows at 10,000 pods.
+//! [--window 30] [--memory-limit 3Gi] [--log-level info,sunk::syncer=debug]`, with the cluster up
+//! (slurm.conf's MaxNodeCount must allow the nodes); `--memory-limit` replaces the chart's 512Mi, and
+//! `--log-level` the chart's `logLevel` (the Syncer's debug lines time each pass over a Node: where
+//! a slow cordon goes).
 
 mod load;
 mod sample;
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use sunk_e2e::figures::percentiles;
 use sunk_e2e::{Cluster, in_slurm_root, set_unschedulable};
 
@@ -33,44 +34,42 @@ const CORDONED: &str = "kube-node-2";
 /// The node drained with `scontrol` for the reference (the host leaves a drain it did not set alone).
 const DRAINED_BY_HAND: &str = "kube-node-1";
 
+/// The chart's host at scale: memory, CPU and Slurm requests at rest, with Slurm nodes and with
+/// waiting pods; cordon -> DRAIN latency; the time to delete the pods.
+#[derive(clap::Parser)]
 struct Args {
+    /// Dynamic CLOUD nodes added to Slurm.
+    #[arg(long, default_value_t = 5000)]
     nodes: usize,
+    /// Pods for sunk created while every real node is held.
+    #[arg(long, default_value_t = 10_000)]
     pods: usize,
+    /// Cordon/uncordon flips timed.
+    #[arg(long, default_value_t = 30)]
     cordons: usize,
-    window: Duration,
-    /// The host's memory limit, when not the chart's (`--memory-limit 3Gi`).
+    /// Seconds each load is sampled over.
+    #[arg(long = "window", default_value_t = 30)]
+    window_seconds: u64,
+    /// The host's memory limit, when not the chart's (e.g. 3Gi).
+    #[arg(long)]
     memory_limit: Option<String>,
-}
-
-fn args() -> anyhow::Result<Args> {
-    let mut args = Args { nodes: 5000, pods: 10_000, cordons: 30, window: Duration::from_secs(30), memory_limit: None };
-    let mut words = std::env::args().skip(1);
-    while let Some(flag) = words.next() {
-        let word = words.next().with_context(|| format!("a value after {flag}"))?;
-        if flag == "--memory-limit" {
-            args.memory_limit = Some(word);
-            continue;
-        }
-        let value: usize = word.parse()?;
-        match flag.as_str() {
-            "--nodes" => args.nodes = value,
-            "--pods" => args.pods = value,
-            "--cordons" => args.cordons = value,
-            "--window" => args.window = Duration::from_secs(value as u64),
-            other => anyhow::bail!("unknown flag {other}"),
-        }
-    }
-    Ok(args)
+    /// The host's log filter, when not the chart's `logLevel`.
+    #[arg(long)]
+    log_level: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = args()?;
+    let args = <Args as clap::Parser>::parse();
     let cluster = Cluster::connect("scale-bench").await?;
     let limit = args.memory_limit.as_ref().map(|limit| format!("resources.limits.memory={limit}"));
     let mut values = vec!["--set", "replicas=2", "--set", "leaderElection.enabled=true"];
     if let Some(limit) = &limit {
         values.extend(["--set", limit]);
+    }
+    let log_level = args.log_level.as_ref().map(|filter| format!("logLevel={}", filter.replace(',', "\\,")));
+    if let Some(log_level) = &log_level {
+        values.extend(["--set", log_level]);
     }
     let release = cluster.install_host_chart(&values).await?;
     let outcome = run(&cluster, &release, &args).await;
@@ -86,11 +85,17 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     let observed = Observed::find(cluster, release).await?;
     observed.polled(cluster, 5.0).await?;
     let mut rows = Vec::new();
-    rows.push(measured("at rest".to_owned(), observed.window(cluster, args.window).await?));
+    rows.push(measured(
+        "at rest".to_owned(),
+        observed.window(cluster, Duration::from_secs(args.window_seconds)).await?,
+    ));
 
     let _nodes = CloudNodes::add(args.nodes)?;
     observed.polled(cluster, 5.0).await?;
-    rows.push(measured(format!("{} Slurm nodes", args.nodes), observed.window(cluster, args.window).await?));
+    rows.push(measured(
+        format!("{} Slurm nodes", args.nodes),
+        observed.window(cluster, Duration::from_secs(args.window_seconds)).await?,
+    ));
 
     let _fillers = Fillers::hold_every_node()?;
     let start = Instant::now();
@@ -101,19 +106,26 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     })
     .await?;
     let loaded = format!("{} Slurm nodes, {} pods waiting", args.nodes, args.pods);
-    rows.push(measured(loaded, observed.window(cluster, args.window).await?));
+    rows.push(measured(loaded, observed.window(cluster, Duration::from_secs(args.window_seconds)).await?));
 
+    // Where a flip's time goes: the host's node updates (waiting for a request slot, then slurmrestd's
+    // answer), and the Syncer's passes (a pass over the Node holds back the next one over it).
     let node_updates = |metrics: &str| {
-        ["sunk_slurm_request_wait_seconds", "sunk_slurm_request_seconds"]
-            .map(|histogram| Timing::read(metrics, histogram, "node update"))
+        [
+            Timing::read(metrics, "sunk_slurm_request_wait_seconds", r#"call="node update""#),
+            Timing::read(metrics, "sunk_slurm_request_seconds", r#"call="node update""#),
+            Timing::read(metrics, "sunk_reconcile_pass_seconds", r#"controller="syncer""#),
+        ]
     };
     let updates_before = node_updates(&observed.leader_metrics(cluster).await?);
     let (mut drains, mut resumes, mut patches) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=args.cordons {
+        // When, to find the flip in the host's log.
+        let at = k8s_openapi::jiff::Timestamp::now();
         let (drained, patched_cordon) = until_drain(cluster, true).await?;
         let (resumed, patched_uncordon) = until_drain(cluster, false).await?;
         eprintln!(
-            "[cordon {run}/{}] drained in {drained:?}, resumed in {resumed:?} (the API server answered the \
+            "[cordon {run}/{} at {at}] drained in {drained:?}, resumed in {resumed:?} (the API server answered the \
              patches in {patched_cordon:?} and {patched_uncordon:?})",
             args.cordons,
         );
@@ -121,14 +133,8 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
         resumes.push(resumed);
         patches.extend([patched_cordon, patched_uncordon]);
     }
-    let [waited, answered] = node_updates(&observed.leader_metrics(cluster).await?);
-    let [waited, answered] = [waited.since(updates_before[0]), answered.since(updates_before[1])];
-    eprintln!(
-        "the host's node updates: {:.0} sent, waited {:.1} ms, answered in {:.1} ms on average",
-        answered.count,
-        waited.mean_ms(),
-        answered.mean_ms()
-    );
+    let after = node_updates(&observed.leader_metrics(cluster).await?);
+    let [waited, answered, passes] = [0, 1, 2].map(|i| after[i].since(updates_before[i]));
     let mut by_hand = Vec::new();
     for drained in (0..args.cordons).flat_map(|_| [true, false]) {
         by_hand.push(scontrol_update(DRAINED_BY_HAND, drained)?);
@@ -136,7 +142,7 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     let cordons = format!(
         "cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}\nthe API server's answer to the patches: {}\n\
          the host's node updates: {:.0} sent, waited for a slot {:.1} ms on average, answered in {:.1} ms \
-         ({:.0} over 1 s)\nreference, `scontrol update` drain and resume of {DRAINED_BY_HAND} ({} runs): {}",
+         ({:.0} over 1 s)\nthe Syncer's passes meanwhile: {:.0}, {:.1} ms on average ({:.0} over 1 s)\nreference, `scontrol update` drain and resume of {DRAINED_BY_HAND} ({} runs): {}",
         args.cordons,
         percentiles(&mut drains),
         percentiles(&mut resumes),
@@ -145,6 +151,9 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
         waited.mean_ms(),
         answered.mean_ms(),
         answered.over_1s,
+        passes.count,
+        passes.mean_ms(),
+        passes.over_1s,
         by_hand.len(),
         percentiles(&mut by_hand),
     );

@@ -128,12 +128,12 @@ pub struct Timing {
 }
 
 impl Timing {
-    pub fn read(metrics: &str, histogram: &str, call: &str) -> Self {
-        let call = format!("call=\"{call}\"");
+    /// The series of `histogram` with `label` (e.g. `call="node update"`).
+    pub fn read(metrics: &str, histogram: &str, label: &str) -> Self {
         let value = |suffix: &str, le: Option<&str>| {
             metrics
                 .lines()
-                .filter(|line| line.starts_with(&format!("{histogram}_{suffix}{{")) && line.contains(&call))
+                .filter(|line| line.starts_with(&format!("{histogram}_{suffix}{{")) && line.contains(label))
                 .filter(|line| le.is_none_or(|le| line.contains(&format!("le=\"{le}\""))))
                 .find_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
                 .unwrap_or_default()
