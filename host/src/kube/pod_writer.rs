@@ -53,7 +53,7 @@ impl PodWriter {
     }
 
     /// Sets `PodScheduled` (status, reason, message) unless the pod's `current` one already says
-    /// exactly that.
+    /// exactly that. A pod gone meanwhile is no error.
     pub async fn set_scheduled_condition(
         &self,
         pod: &impl Resource,
@@ -85,8 +85,11 @@ impl PodWriter {
             ..Default::default()
         };
         let patch = json!({ "status": { "conditions": [condition] } });
-        self.api(pod).patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await?;
-        Ok(())
+        match self.api(pod).patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await {
+            // Deleted since the pass began: nothing is waiting any more.
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            other => other.map(drop),
+        }
     }
 
     /// Deletes the pod with its own grace period; a pod already gone (or replaced) is left alone.
@@ -187,6 +190,15 @@ mod tests {
             (condition["reason"].as_str(), condition["message"].as_str()),
             (Some("Unschedulable"), Some("changed"))
         );
+    }
+
+    #[tokio::test]
+    async fn a_condition_for_a_pod_deleted_meanwhile_is_no_error() {
+        let (client, api) = serve(vec![Expect::call("PATCH", format!("{POD}/status?"), 404, status(404, "NotFound"))]);
+        let writer = PodWriter::new(client, "sunk");
+        writer.set_scheduled_condition(&pod(), None, false, "Unschedulable", "m").await.unwrap();
+        drop(writer);
+        api.await.unwrap();
     }
 
     #[tokio::test]

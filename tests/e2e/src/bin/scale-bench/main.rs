@@ -72,8 +72,20 @@ async fn main() -> anyhow::Result<()> {
         values.extend(["--set", log_level]);
     }
     let release = cluster.install_host_chart(&values).await?;
+    // Both replicas' logs, followed from the start (the kubelet rotates a busy log within minutes),
+    // for reading after the run: a slow flip's passes, with `--log-level`.
+    let log_path = format!(".cache/scale-bench/{release}.log");
+    std::fs::create_dir_all(".cache/scale-bench")?;
+    let selector = format!("app.kubernetes.io/instance={release}");
+    let mut follow =
+        sunk_e2e::kubectl(&["logs", "-f", "-n", &cluster.namespace, "-l", &selector, "--tail=-1", "--prefix"])
+            .stdout(std::fs::File::create(&log_path)?)
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
     let outcome = run(&cluster, &release, &args).await;
     let _ = set_unschedulable(&cluster.kube, CORDONED, false).await;
+    let _ = follow.kill();
+    eprintln!("the host's log: {log_path}");
     let teardown = cluster.uninstall_host_chart(&release).await;
     let report = outcome?;
     teardown?;
