@@ -42,8 +42,12 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     };
     let slurm_name = pod.labels().get(SLURM_NODE_LABEL).cloned().unwrap_or_default();
     // Fail closed: nothing is drained, resumed or un-mirrored on a view that cannot be trusted.
-    let Ok(snapshot) = ctx.slurm_nodes.snapshot() else {
-        return Ok(Requeue::requeue(RETRY));
+    let snapshot = match ctx.slurm_nodes.snapshot() {
+        Ok(snapshot) => snapshot,
+        Err(unreadable) => {
+            tracing::debug!(node = %name, %unreadable, "not synced: Slurm's nodes cannot be read");
+            return Ok(Requeue::requeue(RETRY));
+        }
     };
     let Some(listed) = snapshot.get(&slurm_name) else {
         return Ok(Requeue::requeue(RETRY));
