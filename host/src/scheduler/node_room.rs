@@ -29,10 +29,7 @@ fn is_terminal(pod: &WatchedPod) -> bool {
 /// sandbox still stands (`PodReadyToStartContainers` True: the kubelet has not yet torn it down). A
 /// kubelet that does not report the condition counts a terminal pod as gone.
 fn is_counted(pod: &WatchedPod) -> bool {
-    let sandbox_up = || {
-        let conditions = pod.status.as_ref().and_then(|status| status.conditions.as_ref());
-        conditions.into_iter().flatten().any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True")
-    };
+    let sandbox_up = || pod.condition("PodReadyToStartContainers").is_some_and(|c| c.status == "True");
     !is_terminal(pod) || sandbox_up()
 }
 

@@ -4,7 +4,7 @@
 //! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`], and `act` carries
 //! it out. The pod's placeholder job is the source of truth. No job yet: ask the policy and submit
 //! one. Pending: say so on the pod. Running: bind the pod where Slurm put it. Over: delete the pod.
-//! WatchedPod leaving: cancel the job. Everything is re-derived from the pod and the job cache, so a
+//! Pod leaving: cancel the job. Everything is re-derived from the pod and the job cache, so a
 //! restart at any point resumes where it stopped.
 
 use std::sync::Arc;

@@ -100,6 +100,8 @@ pub fn forget_managed_fields(pod: &mut WatchedPod) {
     pod.metadata.managed_fields = None;
 }
 
+/// Only the tests build a `WatchedPod` from a `Pod`: the host decodes the watch's JSON straight into it.
+#[cfg(test)]
 impl From<&Pod> for WatchedPod {
     /// The same pod as the watch would keep it: through its JSON, as the watch reads it.
     fn from(pod: &Pod) -> Self {

@@ -210,7 +210,6 @@ pub fn taken_by_slurm(pod: &WatchedPod, job: &Job, ctx: &Context) -> Option<Take
 
 /// When the pod was bound (its PodScheduled condition turned True), in UNIX seconds.
 fn bound_at(pod: &WatchedPod) -> Option<u64> {
-    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
-    let scheduled = conditions.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True")?;
+    let scheduled = pod.condition("PodScheduled").filter(|c| c.status == "True")?;
     u64::try_from(scheduled.last_transition_time.as_ref()?.0.as_second()).ok()
 }

@@ -94,20 +94,15 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<String> {
+    let window = Duration::from_secs(args.window_seconds);
     let observed = Observed::find(cluster, release).await?;
     observed.polled(cluster, 5.0).await?;
     let mut rows = Vec::new();
-    rows.push(measured(
-        "at rest".to_owned(),
-        observed.window(cluster, Duration::from_secs(args.window_seconds)).await?,
-    ));
+    rows.push(measured("at rest".to_owned(), observed.window(cluster, window).await?));
 
     let _nodes = CloudNodes::add(args.nodes)?;
     observed.polled(cluster, 5.0).await?;
-    rows.push(measured(
-        format!("{} Slurm nodes", args.nodes),
-        observed.window(cluster, Duration::from_secs(args.window_seconds)).await?,
-    ));
+    rows.push(measured(format!("{} Slurm nodes", args.nodes), observed.window(cluster, window).await?));
 
     let _fillers = Fillers::hold_every_node()?;
     let start = Instant::now();
@@ -118,18 +113,18 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     })
     .await?;
     let loaded = format!("{} Slurm nodes, {} pods waiting", args.nodes, args.pods);
-    rows.push(measured(loaded, observed.window(cluster, Duration::from_secs(args.window_seconds)).await?));
+    rows.push(measured(loaded, observed.window(cluster, window).await?));
 
     // Where a flip's time goes: the host's node updates (waiting for a request slot, then slurmrestd's
     // answer), and the Syncer's passes (a pass over the Node holds back the next one over it).
-    let node_updates = |metrics: &str| {
+    let flip_timings = |metrics: &str| {
         [
             Timing::read(metrics, "sunk_slurm_request_wait_seconds", r#"call="node update""#),
             Timing::read(metrics, "sunk_slurm_request_seconds", r#"call="node update""#),
             Timing::read(metrics, "sunk_reconcile_pass_seconds", r#"controller="syncer""#),
         ]
     };
-    let updates_before = node_updates(&observed.leader_metrics(cluster).await?);
+    let timings_before = flip_timings(&observed.leader_metrics(cluster).await?);
     let (mut drains, mut resumes, mut patches) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=args.cordons {
         // When, to find the flip in the host's log.
@@ -145,8 +140,8 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
         resumes.push(resumed);
         patches.extend([patched_cordon, patched_uncordon]);
     }
-    let after = node_updates(&observed.leader_metrics(cluster).await?);
-    let [waited, answered, passes] = [0, 1, 2].map(|i| after[i].since(updates_before[i]));
+    let after = flip_timings(&observed.leader_metrics(cluster).await?);
+    let [waited, answered, passes] = [0, 1, 2].map(|i| after[i].since(timings_before[i]));
     let mut by_hand = Vec::new();
     for drained in (0..args.cordons).flat_map(|_| [true, false]) {
         by_hand.push(scontrol_update(DRAINED_BY_HAND, drained)?);
