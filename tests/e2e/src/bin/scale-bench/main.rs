@@ -116,14 +116,19 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
     rows.push(measured(loaded, observed.window(cluster, window).await?));
 
     // Where a flip's time goes: the host's node updates (waiting for a request slot, then slurmrestd's
-    // answer), and the Syncer's passes (a pass over the Node holds back the next one over it).
-    let flip_timings = |metrics: &str| {
-        [
-            Timing::read(metrics, "sunk_slurm_request_wait_seconds", r#"call="node update""#),
-            Timing::read(metrics, "sunk_slurm_request_seconds", r#"call="node update""#),
-            Timing::read(metrics, "sunk_reconcile_pass_seconds", r#"controller="syncer""#),
-        ]
-    };
+    // answer), the Syncer's passes (a pass over the Node holds back the next one over it), and the
+    // listings its view of the node waits on (the node listing may queue behind the jobs').
+    const FLIP_TIMINGS: [(&str, &str, &str); 7] = [
+        ("the host's node updates, waiting for a slot", "sunk_slurm_request_wait_seconds", r#"call="node update""#),
+        ("the host's node updates, answered", "sunk_slurm_request_seconds", r#"call="node update""#),
+        ("the Syncer's passes", "sunk_reconcile_pass_seconds", r#"controller="syncer""#),
+        ("node listings, waiting for a slot", "sunk_slurm_request_wait_seconds", r#"call="nodes""#),
+        ("node listings, answered", "sunk_slurm_request_seconds", r#"call="nodes""#),
+        ("job listings, waiting for a slot", "sunk_slurm_request_wait_seconds", r#"call="jobs""#),
+        ("job listings, answered", "sunk_slurm_request_seconds", r#"call="jobs""#),
+    ];
+    let flip_timings =
+        |metrics: &str| FLIP_TIMINGS.map(|(_, histogram, selector)| Timing::read(metrics, histogram, selector));
     let timings_before = flip_timings(&observed.leader_metrics(cluster).await?);
     let (mut drains, mut resumes, mut patches) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=args.cordons {
@@ -141,26 +146,30 @@ async fn run(cluster: &Cluster, release: &str, args: &Args) -> anyhow::Result<St
         patches.extend([patched_cordon, patched_uncordon]);
     }
     let after = flip_timings(&observed.leader_metrics(cluster).await?);
-    let [waited, answered, passes] = [0, 1, 2].map(|i| after[i].since(timings_before[i]));
+    let timings: String = FLIP_TIMINGS
+        .iter()
+        .zip(after.into_iter().zip(timings_before))
+        .map(|((name, _, _), (after, before))| {
+            let timing = after.since(before);
+            format!(
+                "\n{name}: {:.0}, {:.1} ms on average ({:.0} over 1 s)",
+                timing.count,
+                timing.mean_ms(),
+                timing.over_1s
+            )
+        })
+        .collect();
     let mut by_hand = Vec::new();
     for drained in (0..args.cordons).flat_map(|_| [true, false]) {
         by_hand.push(scontrol_update(DRAINED_BY_HAND, drained)?);
     }
     let cordons = format!(
         "cordon -> DRAIN ({} runs): {}\nuncordon -> resumed: {}\nthe API server's answer to the patches: {}\n\
-         the host's node updates: {:.0} sent, waited for a slot {:.1} ms on average, answered in {:.1} ms \
-         ({:.0} over 1 s)\nthe Syncer's passes meanwhile: {:.0}, {:.1} ms on average ({:.0} over 1 s)\nreference, `scontrol update` drain and resume of {DRAINED_BY_HAND} ({} runs): {}",
+         meanwhile:{timings}\nreference, `scontrol update` drain and resume of {DRAINED_BY_HAND} ({} runs): {}",
         args.cordons,
         percentiles(&mut drains),
         percentiles(&mut resumes),
         percentiles(&mut patches),
-        answered.count,
-        waited.mean_ms(),
-        answered.mean_ms(),
-        answered.over_1s,
-        passes.count,
-        passes.mean_ms(),
-        passes.over_1s,
         by_hand.len(),
         percentiles(&mut by_hand),
     );
