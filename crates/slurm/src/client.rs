@@ -47,8 +47,13 @@ pub struct SlurmClient {
     /// milliseconds; a stall costs everyone 5 s.
     in_flight: Arc<tokio::sync::Semaphore>,
     /// Listings take one of these before a slot, so with two slots or more one slot is always left
-    /// to writes: a drain must not wait behind a listing of 10,000 jobs and the node poll.
+    /// to writes: a drain must not wait behind a listing of 10,000 jobs.
     listings: Arc<tokio::sync::Semaphore>,
+    /// Node listings have a lane of their own, beside the slots: every decision rests on the node
+    /// view, which goes stale 7 s after its last listing was asked for, and behind listings of
+    /// 10,000 jobs (3.6 s each) a node listing waited 2.5 s on average for the one listing slot
+    /// (docs/benchmarks.md, scale-bench).
+    node_listings: Arc<tokio::sync::Semaphore>,
     /// What requests speak: v0.0.42 without requeue until [`SlurmClient::discover`] chooses.
     spoken: Arc<ArcSwap<Spoken>>,
     /// Requests sent, by call: what "one Slurm request per poll" is measured by.
@@ -112,6 +117,7 @@ impl SlurmClient {
             signer: Arc::new(signer),
             in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
             listings: Arc::new(tokio::sync::Semaphore::new(listing_slots(DEFAULT_MAX_IN_FLIGHT))),
+            node_listings: Arc::new(tokio::sync::Semaphore::new(1)),
             spoken: Arc::new(ArcSwap::from_pointee(Spoken { api: ApiVersion::V0_0_42, requeue: false })),
             sent: Family::default(),
             waited: Timings::new_with_constructor(seconds),
@@ -145,7 +151,7 @@ impl SlurmClient {
     }
 
     /// The same slurmrestd with at most `requests` requests in flight at once (at least one), of
-    /// which listings may take all but one.
+    /// which listings may take all but one, besides one node listing.
     pub fn with_max_in_flight(self, requests: usize) -> Self {
         let requests = requests.max(1);
         Self {
@@ -159,11 +165,11 @@ impl SlurmClient {
     async fn send(&self, call: &'static str, request: RequestBuilder) -> Result<Response, SlurmError> {
         let labels = CallLabels { call };
         let asked = Instant::now();
-        let _listing = match is_listing(call) {
-            true => Some(self.listings.acquire().await.expect("the semaphore is never closed")),
-            false => None,
+        let (_listing, _slot) = match lane(call) {
+            Lane::NodeListing => (None, permit(&self.node_listings).await),
+            Lane::Listing => (Some(permit(&self.listings).await), permit(&self.in_flight).await),
+            Lane::Other => (None, permit(&self.in_flight).await),
         };
-        let _slot = self.in_flight.acquire().await.expect("the semaphore is never closed");
         let sent = Instant::now();
         self.waited.get_or_create(&labels).observe(sent.duration_since(asked).as_secs_f64());
         self.sent.get_or_create(&labels).inc();
@@ -396,9 +402,27 @@ fn seconds() -> Histogram {
     Histogram::new(SECONDS_BUCKETS)
 }
 
-/// The calls that read many records: they may hold every slot but one.
-fn is_listing(call: &str) -> bool {
-    matches!(call, "jobs" | "nodes" | "partitions")
+/// Where a request waits for its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// The node poll's own lane, beside the slots.
+    NodeListing,
+    /// Calls that read many records: they may hold every slot but one.
+    Listing,
+    /// Writes and single reads: any slot.
+    Other,
+}
+
+async fn permit(semaphore: &tokio::sync::Semaphore) -> tokio::sync::SemaphorePermit<'_> {
+    semaphore.acquire().await.expect("the semaphore is never closed")
+}
+
+fn lane(call: &str) -> Lane {
+    match call {
+        "nodes" => Lane::NodeListing,
+        "jobs" | "partitions" => Lane::Listing,
+        _ => Lane::Other,
+    }
 }
 
 /// How many listings may be in flight when `requests` may: all but one slot, when there are two.

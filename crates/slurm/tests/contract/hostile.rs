@@ -150,3 +150,28 @@ async fn a_write_is_sent_while_listings_hang_in_every_other_slot() {
     drained.await.expect("a write does not wait behind listings").expect("the update is answered");
     assert!(listings.iter().all(|listing| !listing.is_finished()), "the listings still hang");
 }
+
+#[tokio::test]
+async fn a_node_listing_is_sent_while_a_job_listing_hangs() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // The job listing is never answered (10,000 jobs on a busy slurmrestd); a node listing is at once.
+    let slurm = on_loopback(|mut stream, head| async move {
+        if head.contains("/jobs") {
+            std::future::pending::<()>().await;
+        }
+        let body = r#"{"nodes": [], "last_update": {"set": true, "infinite": false, "number": 5}, "meta": {}, "errors": [], "warnings": []}"#;
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+        std::future::pending::<()>().await;
+    })
+    .await;
+    let jobs = slurm.clone();
+    let listing = tokio::spawn(async move { jobs.jobs(None).await.map(drop) });
+    tokio::task::yield_now().await;
+    let listed = tokio::time::timeout(Duration::from_secs(20), slurm.nodes(None));
+    listed.await.expect("a node listing does not wait behind a job listing").expect("the nodes are listed");
+    assert!(!listing.is_finished(), "the job listing still hangs");
+}
