@@ -172,6 +172,12 @@ impl NodeCache {
         readable_snapshot(&state, self.config.stale_after, Instant::now())
     }
 
+    /// The last listing, fresh or not, unless it is older than `age` or a poll failed since: for a
+    /// decision that cannot end a job when the next listing is slow to come.
+    pub fn snapshot_no_older_than(&self, age: Duration) -> Result<NodeSnapshot, Unreadable> {
+        readable_snapshot(&self.read(), age, Instant::now())
+    }
+
     /// One node, failing closed.
     pub fn view(&self, name: &str) -> SlurmView {
         self.snapshot().map_or(SlurmView::Unknown, |snapshot| snapshot.view(name))

@@ -37,9 +37,20 @@ pub struct Decided {
     pub refused_annotations: Vec<String>,
 }
 
+/// How current the Slurm node the decision rests on is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// From a listing asked for within the node cache's freshness bound.
+    Fresh,
+    /// From the last good listing, older than that bound because its successor is slow to come
+    /// (slurmctld busy with 10,000 pending jobs), with no failed poll since.
+    Stale,
+}
+
 pub struct DecideInput<'a> {
     pub causes: &'a [Cause],
     pub slurm: &'a slurm::Node,
+    pub view: View,
     /// The cause the Syncer last drained the node for (from the pod), if any.
     pub drained_for: Option<&'a str>,
     /// The event that clears `drained_for`, as the Node is now.
@@ -53,6 +64,13 @@ pub fn decide(
     ask: impl FnMut(&NodeEvent) -> Result<DrainDecision, PolicyError>,
 ) -> Result<Decided, PolicyError> {
     let (action, asked) = decide_action(input, ask)?;
+    // On a stale view only a drain goes ahead: it ends no job and keeps new ones off, so a cordon
+    // need not wait for a slow listing. A resume lets jobs in, so it waits for a fresh view that
+    // shows no one else's drain arrived meanwhile.
+    let action = match (input.view, action) {
+        (View::Stale, Action::Resume { .. }) => Action::Nothing,
+        (_, action) => action,
+    };
     let (annotations, refused): (Vec<KeyValue>, Vec<KeyValue>) =
         asked.into_iter().partition(|kv| !HOST_OWNED_ANNOTATIONS.contains(&kv.key.as_str()));
     Ok(Decided { action, annotations, refused_annotations: refused.into_iter().map(|kv| kv.key).collect() })

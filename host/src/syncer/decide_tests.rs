@@ -26,7 +26,7 @@ fn policy(event: &NodeEvent) -> Result<DrainDecision, PolicyError> {
 }
 
 fn run(causes: &[Cause], slurm: &slurm::Node, drained_for: Option<&str>, cleared: Option<NodeEvent>) -> Action {
-    let input = DecideInput { causes, slurm, drained_for, cleared, nodeset_owned: false };
+    let input = DecideInput { causes, slurm, view: View::Fresh, drained_for, cleared, nodeset_owned: false };
     decide(&input, policy).unwrap().action
 }
 
@@ -72,6 +72,7 @@ fn the_nodesets_drain_is_left_to_it_and_reasons_are_always_owned() {
     let input = DecideInput {
         causes: &[cordon()],
         slurm: &node(&["IDLE"], ""),
+        view: View::Fresh,
         drained_for: None,
         cleared: None,
         nodeset_owned: true,
@@ -89,6 +90,7 @@ fn a_policy_failure_decides_nothing() {
     let input = DecideInput {
         causes: &[cordon()],
         slurm: &node(&["IDLE"], ""),
+        view: View::Fresh,
         drained_for: None,
         cleared: None,
         nodeset_owned: false,
@@ -106,6 +108,7 @@ fn a_drain_policy_never_writes_the_hosts_own_annotations() {
     let input = DecideInput {
         causes: &[cordon()],
         slurm: &node(&["IDLE"], ""),
+        view: View::Fresh,
         drained_for: None,
         cleared: None,
         nodeset_owned: false,
@@ -114,4 +117,19 @@ fn a_drain_policy_never_writes_the_hosts_own_annotations() {
     let written: Vec<&str> = decided.annotations.iter().map(|kv| kv.key.as_str()).collect();
     assert_eq!(written, ["sunk.dev/slurm-reason"]);
     assert_eq!(decided.refused_annotations, ["sunk.dev/drained-for", "sunk.dev/drain", "sunk.dev/slurmd-conf"]);
+}
+
+#[test]
+fn on_a_stale_view_a_drain_goes_ahead_and_a_resume_waits() {
+    let on_stale = |causes: &[Cause], slurm: &slurm::Node, drained_for: Option<&str>, cleared: Option<NodeEvent>| {
+        let input = DecideInput { causes, slurm, view: View::Stale, drained_for, cleared, nodeset_owned: false };
+        decide(&input, policy).unwrap().action
+    };
+    let drain = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    assert_eq!(on_stale(&[cordon()], &node(&["IDLE"], ""), None, None), drain);
+    assert_eq!(on_stale(&[cordon()], &node(&["IDLE", "DRAIN"], "bad dimm"), None, None), Action::Nothing);
+    let drained = node(&["IDLE", "DRAIN"], "k8s: cordoned");
+    assert_eq!(on_stale(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)), Action::Nothing);
+    assert_eq!(on_stale(&[], &drained, None, None), Action::Nothing, "not even with no cause recorded");
+    assert_eq!(run(&[], &drained, None, None), Action::Resume { cause: None }, "which a fresh view resumes");
 }

@@ -31,6 +31,17 @@ struct World {
 
 impl World {
     async fn new() -> Self {
+        Self::polling(NodeCacheConfig::every(std::time::Duration::from_millis(100))).await
+    }
+
+    /// Every listing older than its freshness bound as soon as it is in, as when each takes longer
+    /// than that to come (slurmctld busy with 10,000 pending jobs).
+    async fn with_slow_listings() -> Self {
+        let every = std::time::Duration::from_millis(100);
+        Self::polling(NodeCacheConfig { stale_after: std::time::Duration::ZERO, ..NodeCacheConfig::every(every) }).await
+    }
+
+    async fn polling(config: NodeCacheConfig) -> Self {
         let slurm = Arc::new(FakeSlurm::with_nodes("slurm", 1, 4));
         let api = FakeApi::default();
         let client = api.client();
@@ -50,7 +61,7 @@ impl World {
             recorder: EventRecorder::new(client.clone(), "sunk-syncer"),
             client,
             slurm: slurm.clone(),
-            slurm_nodes: NodeCache::new(NodeCacheConfig::every(std::time::Duration::from_millis(100))),
+            slurm_nodes: NodeCache::new(config),
             policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),
             pods,
             watched_conditions: Vec::new(),
@@ -162,4 +173,19 @@ async fn a_cordon_right_after_an_uncordon_drains_before_a_listing_shows_the_resu
     assert!(world.drain_reason().is_some(), "drained again at once, not at the next listing");
     let drains = world.slurm.requests().iter().filter(|request| request.starts_with("drain")).count();
     assert_eq!(drains, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_listings_are_slow_a_cordon_drains_and_an_uncordon_waits_for_a_fresh_one() {
+    let mut world = World::with_slow_listings().await;
+    world.sync().await;
+    world.cordon(true);
+    world.sync().await;
+    assert!(world.drain_reason().is_some(), "a drain ends no job: it goes ahead on the last listing");
+    assert_eq!(world.node_condition("SlurmDrain"), None, "nothing is mirrored from a stale listing");
+
+    world.cordon(false);
+    world.sync().await;
+    assert!(world.drain_reason().is_some(), "a resume lets jobs in: it waits for a fresh listing");
+    assert_eq!(world.slurm.requests(), [format!("drain {SLURM_NODE}")]);
 }

@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 
 use super::causes;
 use super::context::{Context, Error};
-use super::decide::{Action, DecideInput, Decided, decide};
+use super::decide::{Action, DecideInput, Decided, View, decide};
 use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
 use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, node_context};
 use crate::policy::worlds::NodeEventInput;
@@ -27,6 +27,9 @@ use crate::slurm::{self, NodeUpdate};
 const RESYNC: Duration = Duration::from_secs(300);
 /// While Slurm cannot be read, or a slurmd has not registered yet.
 const RETRY: Duration = Duration::from_secs(5);
+/// How old a listing a drain may still be decided on: past this, a listing that is slow to come is
+/// one that does not come (the request timeout is 30 s).
+const DRAIN_ON_VIEW_WITHIN: Duration = Duration::from_secs(30);
 /// After a write to Slurm, or a decision on a view that may not show the last write yet: look again
 /// once the cache has polled.
 const SOON: Duration = Duration::from_secs(1);
@@ -41,13 +44,17 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         return Ok(Requeue::await_change());
     };
     let slurm_name = pod.labels().get(SLURM_NODE_LABEL).cloned().unwrap_or_default();
-    // Fail closed: nothing is drained, resumed or un-mirrored on a view that cannot be trusted.
-    let snapshot = match ctx.slurm_nodes.snapshot() {
-        Ok(snapshot) => snapshot,
-        Err(unreadable) => {
-            tracing::debug!(node = %name, %unreadable, "not synced: Slurm's nodes cannot be read");
-            return Ok(Requeue::requeue(RETRY));
-        }
+    // Fail closed: nothing is resumed or un-mirrored on a view that cannot be trusted; a drain goes
+    // ahead on a view that is only slow to come (`View::Stale`), since it ends no job.
+    let (snapshot, view) = match ctx.slurm_nodes.snapshot() {
+        Ok(snapshot) => (snapshot, View::Fresh),
+        Err(unreadable) => match ctx.slurm_nodes.snapshot_no_older_than(DRAIN_ON_VIEW_WITHIN) {
+            Ok(snapshot) => (snapshot, View::Stale),
+            Err(_) => {
+                tracing::debug!(node = %name, %unreadable, "not synced: Slurm's nodes cannot be read");
+                return Ok(Requeue::requeue(RETRY));
+            }
+        },
     };
     let Some(listed) = snapshot.get(&slurm_name) else {
         return Ok(Requeue::requeue(RETRY));
@@ -57,24 +64,36 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     let slurm_node = &*ctx.own_writes.believed(listed, snapshot.confirmed_at);
 
     let started = std::time::Instant::now();
-    let decided = decide_for(&ctx, &node, &pod, slurm_node)?;
+    let decided = decide_for(&ctx, &node, &pod, slurm_node, view)?;
     if !decided.refused_annotations.is_empty() {
         let keys = decided.refused_annotations.join(",");
         tracing::warn!(node = %node.name_any(), %keys, "the drain policy asked to write annotations the host keeps; not written");
     }
-    let mut annotations: BTreeMap<String, Option<String>> =
-        mirror::pod_annotations(listed).into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+    let mut annotations: BTreeMap<String, Option<String>> = match view {
+        View::Fresh => {
+            mirror::pod_annotations(listed).into_iter().map(|(key, value)| (key.to_owned(), value)).collect()
+        }
+        View::Stale => BTreeMap::new(),
+    };
     apply(&ctx, &node, slurm_node, &decided.action, &mut annotations).await?;
     let applied = started.elapsed();
     let unsettled = decided.action != Action::Nothing || !decided_on_settled_view(&node, slurm_node);
-    for kv in decided.annotations.into_iter().chain(slurm_state_annotations(&ctx, &node, &pod, listed).await?) {
+    let mirrored = match view {
+        View::Fresh => slurm_state_annotations(&ctx, &node, &pod, listed).await?,
+        View::Stale => Vec::new(),
+    };
+    for kv in decided.annotations.into_iter().chain(mirrored) {
         annotations.insert(kv.key, (!kv.value.is_empty()).then_some(kv.value));
     }
-
     let now = Timestamp::now().to_string();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
     if let Some(patch) = mirror::annotation_patch(&pod, &annotations) {
         ignore_gone(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?;
+    }
+    if view == View::Stale {
+        // Mirrored, and resumed if due, once a listing is fresh: the node cache then wakes every Node.
+        tracing::debug!(node = %name, action = ?decided.action, ?applied, took = ?started.elapsed(), "synced on a stale view");
+        return Ok(Requeue::requeue(RETRY));
     }
     if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(listed), &now) {
         ignore_gone(pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await)?;
@@ -110,12 +129,13 @@ fn slurmd_pod_on(ctx: &Context, node: &str) -> Option<Arc<Pod>> {
         .max_by_key(|pod| pod.metadata.creation_timestamp.clone())
 }
 
-fn decide_for(ctx: &Context, node: &Node, pod: &Pod, slurm_node: &slurm::Node) -> Result<Decided, Error> {
+fn decide_for(ctx: &Context, node: &Node, pod: &Pod, slurm_node: &slurm::Node, view: View) -> Result<Decided, Error> {
     let causes = causes::present(node, pod, &ctx.watched_conditions);
     let drained_for = pod.annotations().get(DRAINED_FOR_ANNOTATION).map(String::as_str);
     let input = DecideInput {
         causes: &causes,
         slurm: slurm_node,
+        view,
         drained_for,
         cleared: drained_for.and_then(|key| causes::cleared(key, node)),
         nodeset_owned: pod.annotations().contains_key(DRAIN_SINCE_ANNOTATION),
