@@ -125,17 +125,11 @@ async fn a_node_listing_is_read_no_further_than_its_cap() {
 async fn a_write_is_sent_while_listings_hang_in_every_other_slot() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // Listings are never answered (a slurmctld busy with 10,000 jobs); a node update is at once.
-    let slurm = on_loopback(|mut stream, head| async move {
+    let slurm = on_loopback(|stream, head| async move {
         if head.starts_with("GET") {
             std::future::pending::<()>().await;
         }
-        let body = r#"{"meta": {}, "errors": [], "warnings": []}"#;
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = stream.write_all(answer.as_bytes()).await;
-        std::future::pending::<()>().await; // kept open, as slurmrestd keeps connections alive
+        answer_and_keep_open(stream, r#"{"meta": {}, "errors": [], "warnings": []}"#).await;
     })
     .await;
     assert_eq!(sunk_slurm::DEFAULT_MAX_IN_FLIGHT, 2);
@@ -155,17 +149,12 @@ async fn a_write_is_sent_while_listings_hang_in_every_other_slot() {
 async fn a_node_listing_is_sent_while_a_job_listing_hangs() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // The job listing is never answered (10,000 jobs on a busy slurmrestd); a node listing is at once.
-    let slurm = on_loopback(|mut stream, head| async move {
+    let slurm = on_loopback(|stream, head| async move {
         if head.contains("/jobs") {
             std::future::pending::<()>().await;
         }
-        let body = r#"{"nodes": [], "last_update": {"set": true, "infinite": false, "number": 5}, "meta": {}, "errors": [], "warnings": []}"#;
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = stream.write_all(answer.as_bytes()).await;
-        std::future::pending::<()>().await;
+        let empty = r#"{"nodes": [], "last_update": {"set": true, "infinite": false, "number": 5}, "meta": {}, "errors": [], "warnings": []}"#;
+        answer_and_keep_open(stream, empty).await;
     })
     .await;
     let jobs = slurm.clone();
@@ -174,4 +163,12 @@ async fn a_node_listing_is_sent_while_a_job_listing_hangs() {
     let listed = tokio::time::timeout(Duration::from_secs(20), slurm.nodes(None));
     listed.await.expect("a node listing does not wait behind a job listing").expect("the nodes are listed");
     assert!(!listing.is_finished(), "the job listing still hangs");
+}
+
+/// Answers 200 with the JSON `body`, then keeps the connection open, as slurmrestd keeps them alive.
+async fn answer_and_keep_open(mut stream: TcpStream, body: &str) {
+    let answer =
+        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    let _ = stream.write_all(answer.as_bytes()).await;
+    std::future::pending::<()>().await;
 }
