@@ -149,6 +149,22 @@ fn a_stale_listing_is_unknown() {
 }
 
 #[tokio::test]
+async fn a_stale_listing_is_still_given_for_a_longer_bound_but_never_after_a_failed_poll() {
+    let cache = NodeCache::new(NodeCacheConfig {
+        stale_after: Duration::ZERO,
+        ..NodeCacheConfig::every(Duration::from_millis(10))
+    });
+    let slurm = FakeSlurm::answering([all(&[node("a", "IDLE")], 100), Answer::Down]);
+    cache.poll_once(&slurm).await.unwrap();
+    assert!(matches!(cache.snapshot(), Err(Unreadable::Stale(_))), "older than its bound at once");
+    let slow = cache.snapshot_no_older_than(Duration::from_secs(30)).expect("the last listing, slow to be followed");
+    assert!(slow.get("a").is_some());
+    assert!(cache.poll_once(&slurm).await.is_err());
+    let failed = cache.snapshot_no_older_than(Duration::from_secs(30));
+    assert!(matches!(failed, Err(Unreadable::Failed(_))), "{failed:?}");
+}
+
+#[tokio::test]
 async fn takes_a_full_listing_every_so_often() {
     let cache = NodeCache::new(NodeCacheConfig {
         interval: Duration::from_millis(10),
