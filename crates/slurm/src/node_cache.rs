@@ -168,8 +168,7 @@ impl NodeCache {
 
     /// The current listing, or why there is none to trust.
     pub fn snapshot(&self) -> Result<NodeSnapshot, Unreadable> {
-        let state = self.read();
-        readable_snapshot(&state, self.config.stale_after, Instant::now())
+        self.snapshot_no_older_than(self.config.stale_after)
     }
 
     /// The last listing, fresh or not, unless it is older than `age` or a poll failed since: for a

@@ -21,6 +21,7 @@ use crate::vocabulary::{OWNED_DRAIN_PREFIX, SLURM_NODE_LABEL};
 
 const NODE: &str = "kube-node-1";
 const SLURM_NODE: &str = "slurm-1";
+const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 struct World {
     slurm: Arc<FakeSlurm>,
@@ -31,14 +32,13 @@ struct World {
 
 impl World {
     async fn new() -> Self {
-        Self::polling(NodeCacheConfig::every(std::time::Duration::from_millis(100))).await
+        Self::polling(NodeCacheConfig::every(POLL)).await
     }
 
     /// Every listing older than its freshness bound as soon as it is in, as when each takes longer
     /// than that to come (slurmctld busy with 10,000 pending jobs).
     async fn with_slow_listings() -> Self {
-        let every = std::time::Duration::from_millis(100);
-        Self::polling(NodeCacheConfig { stale_after: std::time::Duration::ZERO, ..NodeCacheConfig::every(every) }).await
+        Self::polling(NodeCacheConfig { stale_after: std::time::Duration::ZERO, ..NodeCacheConfig::every(POLL) }).await
     }
 
     async fn polling(config: NodeCacheConfig) -> Self {
