@@ -54,9 +54,8 @@ impl SlurmError {
         }
     }
 
-    /// Whether slurmrestd 24.11 refused to change an array's task by its task id: it does while the
-    /// task's record is still the array's own (`JobId=159_1(159)`), and the array's id would change
-    /// every task of it.
+    /// Whether slurmrestd refused to change an array's task named by its task id (`159_1`): it
+    /// refuses every such update (see [`crate::Job::update_id`] for the id that may be named).
     pub fn refuses_a_task_update(&self) -> bool {
         match self {
             SlurmError::Api { errors, .. } => {

@@ -322,6 +322,18 @@ impl Job {
             None => self.job_id.to_string(),
         }
     }
+
+    /// The id a job update may name to change this record's job and no other, if there is one.
+    /// slurmrestd refuses an update naming an array's task (`10_3`), and the array's own id (`10`)
+    /// names its record, where the tasks not started yet wait together: a task is changed alone only
+    /// once it left that record (it started, or was requeued), and the last task to start never
+    /// leaves it (to cancel, the task's id names it alone).
+    pub fn update_id(&self) -> Option<u32> {
+        match self.array_job_id.get() {
+            Some(array) if array == u64::from(self.job_id) => None,
+            _ => Some(self.job_id),
+        }
+    }
 }
 
 /// The most tasks an array may have: Slurm's largest `MaxArraySize` (4000001) allows ids 0-4000000.
@@ -483,6 +495,23 @@ mod tests {
         // Several tasks pending together are the array's record, not one task.
         assert_eq!(record(NoValue::default(), "2-4").array_task(), None);
         assert_eq!(Job { job_id: 5, ..Default::default() }.target(), "5");
+    }
+
+    #[test]
+    fn an_array_task_is_updated_alone_only_through_a_record_of_its_own() {
+        let task = |job_id: u32| Job {
+            job_id,
+            array_job_id: NoValue::of(6),
+            array_task_id: NoValue::of(1),
+            ..Default::default()
+        };
+        assert_eq!(task(7).update_id(), Some(7), "started or requeued: a job id of its own");
+        assert_eq!(task(6).update_id(), None, "the array's record: its id names the tasks waiting in it");
+        let pending = Job { job_id: 6, array_job_id: NoValue::of(6), array_task_string: "1-3".into(), ..task(6) };
+        assert_eq!(pending.update_id(), None);
+        // Not an array's: 24.11 and 26.05 list array_job_id 0.
+        assert_eq!(Job { job_id: 5, array_job_id: NoValue::of(0), ..Default::default() }.update_id(), Some(5));
+        assert_eq!(Job { job_id: 5, ..Default::default() }.update_id(), Some(5));
     }
 
     #[test]

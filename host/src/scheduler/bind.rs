@@ -37,14 +37,17 @@ pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> 
 /// that excludes the node. The job is marked first, so that a restart between the two steps still
 /// knows the cancelled job was replaced rather than ended.
 ///
-/// slurmctld refuses to update a job whose excluded nodes name a node deleted since, and slurmrestd
-/// 24.11 an array's task whose record is still the array's: such a job cannot be marked, so it is
-/// cancelled and its successor submitted in the same pass (a host dying between the two would see a
-/// cancelled job and delete the pod, for its owner to recreate).
-pub async fn replace(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context, why: &str) -> Result<Replaced, Error> {
-    let job_id = placeholder.job.target();
+/// slurmctld refuses to update a job whose excluded nodes name a node deleted since, and an array's
+/// task whose record is still the array's cannot be updated alone (see `Job::update_id`): such a
+/// job cannot be marked, so it is cancelled and its successor submitted in the same pass (a host
+/// dying between the two would see a cancelled job and delete the pod, for its owner to recreate).
+pub async fn replace(
+    pod: &WatchedPod,
+    placeholder: &Placeholder,
+    ctx: &Context,
+    note: String,
+) -> Result<Replaced, Error> {
     let marked = cancel_as_replaced(placeholder, ctx).await?;
-    let note = format!("Slurm job {job_id} was given {why}; cancelled it, and a new job will exclude that node");
     tracing::info!(pod = %placeholder.pod.name, "{note}");
     ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
     if marked || link::is_gang(&placeholder.job) {
@@ -59,10 +62,13 @@ pub async fn cancel_as_replaced(placeholder: &Placeholder, ctx: &Context) -> Res
     let job_id = placeholder.job.target();
     let marked_comment = link::replaced(&placeholder.job.admin_comment);
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
-    let marked = match ctx.slurm.update_job(&job_id, &mark).await {
-        Ok(()) => true,
-        Err(error) if error.names_a_vanished_node() || error.refuses_a_task_update() => false,
-        Err(error) => return Err(error.into()),
+    let marked = match placeholder.job.update_id() {
+        Some(own_id) => match ctx.slurm.update_job(&own_id, &mark).await {
+            Ok(()) => true,
+            Err(error) if error.names_a_vanished_node() => false,
+            Err(error) => return Err(error.into()),
+        },
+        None => false,
     };
     ctx.slurm.cancel(&job_id).await?;
     ctx.jobs.record_cancelled(&job_id, marked.then_some(marked_comment.as_str()));

@@ -21,6 +21,7 @@ use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
 use super::pod_phase::leaving;
 use super::preemption::TakenBySlurm;
+use super::submit::Placement;
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
 use super::{Context, Error, bind, conditions, gang, preemption, submit};
 use crate::slurm::JobState;
@@ -124,10 +125,13 @@ async fn act(pod: &WatchedPod, key: PodKey, next: Next<'_>, ctx: &Context) -> Re
             ctx.writer.delete(pod).await?;
             Ok(Action::await_change())
         }
-        Next::Replace { placeholder, why } => match bind::replace(pod, placeholder, ctx, &why).await? {
-            bind::Replaced::LookAgain(action) => Ok(action),
-            bind::Replaced::SubmitNow => submit::submit(pod, placeholder.pod.clone(), ctx).await,
-        },
+        Next::Replace { placeholder, why } => {
+            let note = format!(
+                "Slurm job {} was given {why}; cancelled it, and a new job will exclude that node",
+                placeholder.job.target()
+            );
+            replace(pod, placeholder, ctx, note).await
+        }
         Next::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
         Next::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
         Next::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
@@ -145,13 +149,30 @@ async fn act(pod: &WatchedPod, key: PodKey, next: Next<'_>, ctx: &Context) -> Re
     }
 }
 
+/// Cancels the pod's job for a new one, saying why in `note`.
+async fn replace(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context, note: String) -> Result<Action, Error> {
+    match bind::replace(pod, placeholder, ctx, note).await? {
+        bind::Replaced::LookAgain(action) => Ok(action),
+        bind::Replaced::SubmitNow => submit::submit(pod, placeholder.pod.clone(), ctx).await,
+    }
+}
+
 /// A job not yet running: keep its exclusions in step with the pod's placement rules, consider
 /// preemption for it, and say on the pod what it waits for.
 async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
     let state = placeholder.job.state();
     // A gang's exclusions are fixed at submission (its members may differ).
-    if state == JobState::Pending && !link::is_gang(&placeholder.job) {
-        submit::keep_placement(pod, placeholder, ctx).await?;
+    if state == JobState::Pending
+        && !link::is_gang(&placeholder.job)
+        && submit::keep_placement(pod, placeholder, ctx).await? == Placement::NeedsOwnJob
+    {
+        let note = format!(
+            "the pod's placement rules changed, and Slurm job {} waits in its job array's record, whose \
+             excluded nodes every task of the array shares; cancelled it, and a new job of the pod's own will \
+             carry them",
+            placeholder.job.target()
+        );
+        return replace(pod, placeholder, ctx, note).await;
     }
     let mut message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
     let mut look_again = RECHECK;

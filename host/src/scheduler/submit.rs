@@ -156,28 +156,40 @@ async fn in_doubt(pod: &WatchedPod, key: &PodKey, error: &SlurmError, ctx: &Cont
     Ok(Action::requeue(RETRY))
 }
 
+/// What became of a pending job's excluded nodes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// In line with the pod's placement rules, updated to be, or to be looked at again next pass.
+    Kept,
+    /// They must change, and the job is an array's task still in the array's record, which cannot be
+    /// updated without changing every task (see `Job::update_id`): the pod needs a job of its own.
+    NeedsOwnJob,
+}
+
 /// Brings a pending job's excluded nodes in line with the pod's placement rules as they are now
 /// (a Node tainted, labelled or added since the job was submitted).
-pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<(), Error> {
+pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Placement, Error> {
     // Taken before anything is read: a change published while this pass runs is checked again.
     let grounds = Grounds::of(pod, &placeholder.job, ctx.placement.published(), ctx.policies.job_mapper.revision());
     let uid = &placeholder.pod.uid;
     if ctx.placement_checks.is_current(uid, &grounds) {
-        return Ok(());
+        return Ok(Placement::Kept);
     }
     // The policy's own exclusions are asked again: they are part of what the job must carry.
     let Ok(Mapped::Job(request)) = decide(pod, ctx).await else {
-        return Ok(());
+        return Ok(Placement::Kept);
     };
     let Ok(verdict) = ctx.placement.verdict(pod_spec(pod)) else {
-        return Ok(()); // Slurm's nodes are not known now; the next pass looks again.
+        return Ok(Placement::Kept); // Slurm's nodes are not known now; the next pass looks again.
     };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
     if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
         ctx.placement_checks.record(uid, &grounds);
-        return Ok(());
+        return Ok(Placement::Kept);
     }
-    let job_id = placeholder.job.target();
+    let Some(job_id) = placeholder.job.update_id() else {
+        return Ok(Placement::NeedsOwnJob);
+    };
     let excluded = compress_hostlist(&wanted);
     // Both name every Slurm node: not held while the update is awaited.
     drop((verdict, wanted));
@@ -188,15 +200,14 @@ pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &C
             // The job's listing changes with the update, and so do the grounds: the next pass checks
             // once more that Slurm took it.
             ctx.placement_checks.record(uid, &grounds);
-            Ok(())
         }
         // The job started or ended meanwhile, or a node vanished: the next pass sees the new state.
         Err(error @ SlurmError::Api { .. }) => {
             tracing::info!(job = job_id, %error, "could not update the job's excluded nodes");
-            Ok(())
         }
-        Err(error) => Err(error.into()),
+        Err(error) => return Err(error.into()),
     }
+    Ok(Placement::Kept)
 }
 
 /// What the job-mapper policy and the namespace's grant make of a pod.

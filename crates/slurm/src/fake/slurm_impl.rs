@@ -93,24 +93,26 @@ impl Slurm for FakeSlurm {
 
     async fn update_job(&self, job_id: &JobId, update: &JobUpdate) -> Result<(), SlurmError> {
         self.write(format!("update {job_id}"), |world| {
+            let job_id = job_id.to_string();
+            if job_id.contains('_') {
+                let description =
+                    "Rejecting request. Submit job update against Array Job's JobID instead of array task id.";
+                return Err(SlurmError::Api {
+                    what: "job update",
+                    status: 422,
+                    errors: vec![refusal(9000, description)],
+                });
+            }
             if let Some(refusal) = update.excluded_nodes.as_deref().and_then(|names| world.unknown_node(names)) {
                 return Err(SlurmError::Api { what: "job update", status: 500, errors: vec![refusal] });
             }
-            let id = world.resolve(&job_id.to_string()).ok_or_else(|| SlurmError::Api {
-                what: "job update",
-                status: 404,
-                errors: vec![refusal(2017, "Invalid job id specified")],
-            })?;
-            let job = world.jobs.get_mut(&id).expect("resolved");
-            if let Some(comment) = &update.admin_comment {
-                job.admin_comment = comment.as_str().into();
-            }
-            if let Some(excluded) = &update.excluded_nodes {
-                job.excluded_nodes = excluded.join(",");
-                if let Some(demand) = world.demands.get_mut(&id) {
-                    demand.excluded = super::node_names(excluded);
-                }
-            }
+            // The array's id names its own record (and whatever tasks still wait in it), not the
+            // tasks that left it: a record of the fake's is one task, so it is one record either way.
+            let Some(id) = world.resolve(&job_id) else {
+                let unknown = refusal(2017, "Invalid job id specified");
+                return Err(SlurmError::Api { what: "job update", status: 404, errors: vec![unknown] });
+            };
+            world.update(id, update);
             Ok(())
         })
     }
@@ -185,6 +187,19 @@ impl World {
         };
         for id in tasks.into_iter().chain(self.resolve(job_id)) {
             self.end(id, "CANCELLED");
+        }
+    }
+
+    fn update(&mut self, id: u32, update: &JobUpdate) {
+        let job = self.jobs.get_mut(&id).expect("named by the update");
+        if let Some(comment) = &update.admin_comment {
+            job.admin_comment = comment.as_str().into();
+        }
+        if let Some(excluded) = &update.excluded_nodes {
+            job.excluded_nodes = excluded.join(",");
+            if let Some(demand) = self.demands.get_mut(&id) {
+                demand.excluded = super::node_names(excluded);
+            }
         }
     }
 

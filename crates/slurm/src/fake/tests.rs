@@ -1,5 +1,5 @@
 use super::*;
-use crate::{JobsPage, NodeUpdate, Slurm};
+use crate::{JobUpdate, JobsPage, NodeUpdate, Slurm};
 
 fn job(name: &str, cpus: u32) -> JobDescription {
     JobDescription { name: name.into(), cpus_per_task: cpus, ..Default::default() }
@@ -46,6 +46,22 @@ async fn an_array_is_a_record_per_task_each_named_by_its_task() {
     assert_eq!(slurm.live_jobs().len(), 2);
     slurm.cancel(&array).await.unwrap();
     assert!(slurm.live_jobs().is_empty(), "the array's id names every task");
+}
+
+#[tokio::test]
+async fn an_update_naming_an_array_task_is_refused_and_an_id_updates_its_own_record() {
+    let slurm = FakeSlurm::with_nodes("n", 1, 2);
+    let array = slurm.submit(&JobDescription { array: Some("0-1".into()), ..job("arr", 1) }).await.unwrap();
+    let exclude = JobUpdate { excluded_nodes: Some(vec!["n-1".into()]), ..Default::default() };
+    let refused = slurm.update_job(&format!("{array}_1"), &exclude).await.unwrap_err();
+    assert!(refused.refuses_a_task_update(), "{refused}");
+    let task1 = slurm.all_jobs().into_iter().find(|job| job.target() == format!("{array}_1")).unwrap();
+    slurm.update_job(&task1.update_id().unwrap(), &exclude).await.unwrap();
+    let excluded =
+        |slurm: &FakeSlurm| slurm.all_jobs().iter().map(|job| job.excluded_nodes.clone()).collect::<Vec<_>>();
+    assert_eq!(excluded(&slurm), ["", "n-1"], "a task's own record is updated alone");
+    slurm.update_job(&array, &exclude).await.unwrap();
+    assert_eq!(excluded(&slurm), ["n-1", "n-1"], "the array's id names its own record");
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ mod placement;
 mod pods;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use futures::channel::mpsc;
@@ -23,10 +24,13 @@ use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::link::Installation;
+use super::link::{Installation, PodKey};
+use super::placeholder::{self, PlaceholderKind};
 use super::timing::RECHECK;
 use super::watched_pod::WatchedPod;
-use super::{Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile};
+use super::{
+    Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile, submit,
+};
 use crate::kube::PodWriter;
 use crate::kube::fake_api::FakeApi;
 use crate::nodeset::SlurmNodeOwner;
@@ -219,6 +223,25 @@ impl World {
             ]},
         });
         self.api.put_pod(serde_json::from_value(pod).expect("a pod"));
+    }
+
+    /// Pods `names`, created already, arrive in one burst: the host submits them as one job array,
+    /// task `i` for `names[i]`, as its batches do while a submission is in flight (the World passes
+    /// over one pod at a time, so never forms one itself). Returns the array's id.
+    pub async fn submit_as_one_array(&mut self, names: &[&str]) -> u32 {
+        let mut members = Vec::new();
+        for name in names {
+            let pod = WatchedPod::from(&self.pod(name).expect("a created pod"));
+            let key = PodKey { namespace: NAMESPACE.into(), name: name.to_string(), uid: format!("uid-{name}") };
+            let Ok(ControlFlow::Continue(request)) = submit::map(&pod, &self.ctx).await else {
+                panic!("pod {name} is not mapped to a job");
+            };
+            let installation = &self.ctx.installation;
+            members
+                .push((key.clone(), placeholder::job_description(&key, request, PlaceholderKind::Batch, installation)));
+        }
+        let array = batch::array_description(&members, &self.ctx.installation).expect("pods to submit");
+        self.slurm.submit(&array).await.expect("the fake takes the array")
     }
 
     /// The owner deletes the pod; it stays, leaving, until the host lets it go (no finalizer here:

@@ -66,3 +66,42 @@ async fn a_job_on_a_node_whose_slurmd_pod_went_is_replaced_and_the_pod_bound_els
     assert!(world.slurm.requests().contains(&format!("cancel {}", first.job_id)));
     assert_eq!(world.node_of("a"), Some(format!("kube-node-{}", 3 - n)));
 }
+
+/// Pods of one burst wait as one job array when a taint changes where they may run. A task with a
+/// record of its own is updated alone; the task that is still the array's record cannot be (the
+/// array's id names every task, and slurmrestd refuses a task's id), so its pod gets a job of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taint_replaces_a_task_still_in_its_arrays_record_and_updates_one_with_a_record_of_its_own() {
+    let mut world = World::new().await;
+    for name in ["x", "y"] {
+        world.create(name, "2", json!({}), json!({}));
+    }
+    world.settle().await;
+    for name in ["a", "b"] {
+        world.create(name, "2", json!({}), json!({}));
+    }
+    let array = world.submit_as_one_array(&["a", "b"]).await;
+    world.settle().await;
+    let task = |world: &World, n: u32| {
+        world.slurm.live_jobs().into_iter().find(|job| job.target() == format!("{array}_{n}")).expect("a live task")
+    };
+    let (task_0, task_1) = (task(&world, 0), task(&world, 1));
+    assert_eq!((task_0.state_name().as_str(), task_0.update_id()), ("PENDING", None), "the array's record");
+    assert!(task_1.update_id().is_some_and(|id| id != array), "a record of its own");
+
+    world.taint("kube-node-2", "dedicated");
+    let writes = world.settle().await;
+    let requests = world.slurm.requests();
+    assert!(!requests.iter().any(|r| r.starts_with(&format!("update {array}_"))), "{requests:?}");
+    assert_eq!(task(&world, 1).excluded_nodes, "slurm-2", "{requests:?}");
+    assert!(requests.contains(&format!("cancel {array}_0")), "{requests:?}");
+    assert!(writes.contains(&"event ml/a SlurmJobReplaced".to_string()), "{writes:?}");
+    let own_job = world
+        .slurm
+        .live_jobs()
+        .into_iter()
+        .find(|job| job.admin_comment.contains("uid-a") && job.array_task().is_none());
+    let own_job = own_job.expect("a job of a's own");
+    assert_eq!((own_job.state_name().as_str(), own_job.excluded_nodes.as_str()), ("PENDING", "slurm-2"));
+    assert_eq!(world.node_of("a"), None);
+}

@@ -13,7 +13,7 @@ use super::super::metrics::PreemptionResult;
 use super::super::{Context, Error};
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::policy::{Candidate, PreemptMode, PreemptionDecision, Victim, WorkloadKind};
-use crate::slurm::JobUpdate;
+use crate::slurm::{Job, JobUpdate};
 
 /// What happened, for the waiting pod's condition, and whether to look again soon (victims are on
 /// their way out, or a budget refused an eviction for now).
@@ -53,27 +53,25 @@ pub async fn carry_out(
     }
     for (victim, candidate) in chosen.iter().filter(|(victim, _)| victim.mode != PreemptMode::Evict) {
         let job_id = candidate.job_id;
+        let held = held_job(ctx, job_id);
+        // An array's task is named by its task id: the last task of an array to start runs as the
+        // array's record, whose id would requeue or cancel every task of the array.
+        let target = held.as_ref().map_or_else(|| job_id.to_string(), Job::target);
         // A placeholder's admin comment is its link to its pods: its pods' Events carry the reason.
         let mut admin_comment = None;
-        if candidate.kind == WorkloadKind::SlurmJob {
-            let marked = with_mark(ctx, job_id, &format!("sunk: preempted by pod {by}"));
-            // The mark is best effort (a job may refuse updates); the cancellation is what makes room.
-            let update = JobUpdate { admin_comment: Some(marked.clone()), ..Default::default() };
-            match ctx.slurm.update_job(&job_id, &update).await {
-                Ok(()) => admin_comment = Some(marked),
-                Err(error) => {
-                    tracing::info!(job = job_id, %error, "could not leave the preemption's reason on the job")
-                }
-            }
+        if candidate.kind == WorkloadKind::SlurmJob
+            && let Some(held) = &held
+        {
+            admin_comment = leave_mark(ctx, held, &format!("sunk: preempted by pod {by}")).await;
         }
         let pods = pods_of(job_id, ctx).await?;
         if victim.mode == PreemptMode::Requeue {
             // The policy world let only a batch job of a Slurm that can requeue through: no pods.
-            ctx.slurm.requeue(&job_id).await?;
+            ctx.slurm.requeue(&target).await?;
         } else {
-            ctx.slurm.cancel(&job_id).await?;
+            ctx.slurm.cancel(&target).await?;
         }
-        ctx.jobs.record_cancelled(&job_id.to_string(), admin_comment.as_deref());
+        ctx.jobs.record_cancelled(&target, admin_comment.as_deref());
         for victim_pod in pods {
             let note = format!("its Slurm job {job_id} was preempted by {by}: {}", decision.reason);
             ctx.writer.event(&victim_pod, true, "Preempted", "Preempt", note).await;
@@ -89,12 +87,16 @@ pub async fn carry_out(
     Ok((note, true))
 }
 
+/// The job as the host last listed it, if it holds a node still.
+fn held_job(ctx: &Context, job_id: u32) -> Option<Job> {
+    ctx.jobs.holding().iter().find(|job| job.job_id == job_id).cloned()
+}
+
 /// The pods a job stands for that still exist.
 async fn pods_of(job_id: u32, ctx: &Context) -> Result<Vec<WatchedPod>, Error> {
-    let holding = ctx.jobs.holding();
-    let Some(job) = holding.iter().find(|job| job.job_id == job_id) else { return Ok(Vec::new()) };
+    let Some(job) = held_job(ctx, job_id) else { return Ok(Vec::new()) };
     let mut pods = Vec::new();
-    for key in linked_pods(job) {
+    for key in linked_pods(&job) {
         let api: Api<WatchedPod> = Api::namespaced(ctx.client.clone(), &key.namespace);
         if let Some(pod) = api.get_opt(&key.name).await?
             && pod.metadata.uid.as_deref() == Some(key.uid.as_str())
@@ -105,13 +107,25 @@ async fn pods_of(job_id: u32, ctx: &Context) -> Result<Vec<WatchedPod>, Error> {
     Ok(pods)
 }
 
-/// The job's admin comment with the preemption's reason added (an administrator's comment is kept).
-fn with_mark(ctx: &Context, job_id: u32, mark: &str) -> String {
-    let holding = ctx.jobs.holding();
-    let current = holding.iter().find(|job| job.job_id == job_id).map(|job| job.admin_comment.as_str());
-    match current {
-        Some(current) if !current.is_empty() => format!("{current}; {mark}"),
-        _ => mark.to_owned(),
+/// Adds the preemption's reason to the job's admin comment (an administrator's comment is kept);
+/// returns the comment the job then has. Best effort: the cancellation is what makes room, and the
+/// last task of an array to start cannot be updated alone (see `Job::update_id`).
+async fn leave_mark(ctx: &Context, job: &Job, mark: &str) -> Option<String> {
+    let marked = match job.admin_comment.as_str() {
+        "" => mark.to_owned(),
+        current => format!("{current}; {mark}"),
+    };
+    let Some(own_id) = job.update_id() else {
+        tracing::info!(job = %job.target(), "the preemption's reason is not left on an array's record");
+        return None;
+    };
+    let update = JobUpdate { admin_comment: Some(marked.clone()), ..Default::default() };
+    match ctx.slurm.update_job(&own_id, &update).await {
+        Ok(()) => Some(marked),
+        Err(error) => {
+            tracing::info!(job = own_id, %error, "could not leave the preemption's reason on the job");
+            None
+        }
     }
 }
 

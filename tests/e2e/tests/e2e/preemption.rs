@@ -2,6 +2,8 @@
 //! - a pod with a PriorityClass that Slurm has no room for preempts the lowest-priority running Slurm
 //!   job the preemption policy chooses (requeued where slurmrestd can requeue, as on 26.05; cancelled
 //!   on 24.11), and is bound where it ran; a pod of equal priority preempts nothing;
+//! - a task of a user's job array is preempted without its siblings, even the task that runs as the
+//!   array's own record (whose job id names every task);
 //! - a pod of lower priority is evicted for it once its PodDisruptionBudget allows, and told why;
 //! - a custom preemption policy pushed while the host runs changes the victim of the next preemption;
 //! - a Slurm job of a higher-tier partition (`urgent`, slurm.conf's `preempt/partition_prio`) that
@@ -12,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::PostParams;
-use sunk::slurm::{ApiVersion, Job, JobState};
+use sunk::slurm::{ApiVersion, Job, JobState, JobsPage};
 use sunk_e2e::{Cluster, Priority, SlurmJob, node_name, pod, scheduled_condition, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -107,6 +109,40 @@ async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_n
         })
         .await?;
     drop((low, high));
+    Ok(())
+}
+
+/// A user's job array on both nodes. The last of its tasks to start runs as the array's own record:
+/// its job id is the array's, which names every task. Ranked lowest, that task is the victim, and it
+/// goes alone: its sibling keeps running.
+#[tokio::test]
+async fn a_preempted_task_of_a_job_array_goes_without_its_siblings() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("preempt-array").await?;
+    start_preempting_host(&mut cluster)?;
+    let high = Priority::create(&cluster, "high", 100).await?;
+    let args = ["-A", "physics", "--priority=10", "--array=0-1", "-c", "2", "--mem=256M", "--wrap", "sleep 600"];
+    let array = SlurmJob::submit(&args)?;
+    let tasks = wait_for("both of the array's tasks running", WAIT, || async {
+        let Ok(JobsPage::All { jobs, .. }) = cluster.slurm.jobs(None).await else { return None };
+        let running: Vec<Job> = jobs
+            .into_iter()
+            .filter(|job| job.array_job_id.get() == Some(array.id().into()) && job.state() == JobState::Running)
+            .collect();
+        (running.len() == 2).then_some(running)
+    })
+    .await?;
+    let (record, sibling): (Vec<Job>, Vec<Job>) = tasks.into_iter().partition(|job| job.job_id == array.id());
+    let (record, sibling) = (&record[0], &sibling[0]);
+    sunk_e2e::in_slurm_root(&["scontrol", "update", &format!("JobId={}", record.target()), "Priority=5"])?;
+    wait_state(&cluster, record.job_id, "ranked below its sibling", |job| job.priority.get() == Some(5)).await?;
+
+    cluster.create_pod(ranked_pod("urgent", &high)).await?;
+    bound(&cluster, "urgent").await?;
+    let (how, gone) = bundled_preemption(&cluster).await?;
+    wait_state(&cluster, record.job_id, how, |job| job.state() == gone).await?;
+    let spared = cluster.slurm.job(sibling.job_id).await?.expect("listed");
+    assert_eq!(spared.state(), JobState::Running, "the sibling task keeps running: {spared:?}");
+    drop(high);
     Ok(())
 }
 
