@@ -69,7 +69,8 @@ async fn a_job_on_a_node_whose_slurmd_pod_went_is_replaced_and_the_pod_bound_els
 
 /// Pods of one burst wait as one job array when a taint changes where they may run. A task with a
 /// record of its own is updated alone; the task that is still the array's record cannot be (the
-/// array's id names every task, and slurmrestd refuses a task's id), so its pod gets a job of its own.
+/// array's id names every task waiting in that record, and slurmrestd refuses a task's id), so its
+/// pod gets a job of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_taint_replaces_a_task_still_in_its_arrays_record_and_updates_one_with_a_record_of_its_own() {
     let mut world = World::new().await;

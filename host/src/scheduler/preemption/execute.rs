@@ -33,7 +33,7 @@ pub async fn carry_out(
     let mut evicted = Vec::new();
 
     for (victim, candidate) in chosen.iter().filter(|(victim, _)| victim.mode == PreemptMode::Evict) {
-        for victim_pod in pods_of(candidate.job_id, ctx).await? {
+        for victim_pod in pods_of(held_job(ctx, candidate.job_id).as_ref(), ctx).await? {
             if let Some(refusal) = ctx.writer.evict(&victim_pod, victim.grace_seconds).await? {
                 let note = format!("cannot preempt {}: its eviction was refused ({refusal})", candidate.name);
                 ctx.writer.event(pod, true, "PreemptionBlocked", "Preempt", note.clone()).await;
@@ -64,7 +64,7 @@ pub async fn carry_out(
         {
             admin_comment = leave_mark(ctx, held, &format!("sunk: preempted by pod {by}")).await;
         }
-        let pods = pods_of(job_id, ctx).await?;
+        let pods = pods_of(held.as_ref(), ctx).await?;
         if victim.mode == PreemptMode::Requeue {
             // The policy world let only a batch job of a Slurm that can requeue through: no pods.
             ctx.slurm.requeue(&target).await?;
@@ -92,11 +92,11 @@ fn held_job(ctx: &Context, job_id: u32) -> Option<Job> {
     ctx.jobs.holding().iter().find(|job| job.job_id == job_id).cloned()
 }
 
-/// The pods a job stands for that still exist.
-async fn pods_of(job_id: u32, ctx: &Context) -> Result<Vec<WatchedPod>, Error> {
-    let Some(job) = held_job(ctx, job_id) else { return Ok(Vec::new()) };
+/// The pods a held job stands for that still exist (none for a job no longer held).
+async fn pods_of(job: Option<&Job>, ctx: &Context) -> Result<Vec<WatchedPod>, Error> {
+    let Some(job) = job else { return Ok(Vec::new()) };
     let mut pods = Vec::new();
-    for key in linked_pods(&job) {
+    for key in linked_pods(job) {
         let api: Api<WatchedPod> = Api::namespaced(ctx.client.clone(), &key.namespace);
         if let Some(pod) = api.get_opt(&key.name).await?
             && pod.metadata.uid.as_deref() == Some(key.uid.as_str())
