@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing sunk needs on a fresh Debian machine, and builds the cached
-# parts of the local cluster (the Kubernetes binaries, CoreDNS, helm, the Slurm root). Safe to run
-# again. The images are built by tests/cluster/up.sh, once the host binary they package exists.
+# parts of the local cluster (the Kubernetes binaries, CoreDNS, helm, the Slurm root) unless given
+# --packages-only. Safe to run again. The images are built by tests/cluster/up.sh, once the host
+# binary they package exists.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../tests/cluster/env.sh"
@@ -26,5 +27,6 @@ command -v rustup >/dev/null || die "rustup is needed"
 rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown wasm32-wasip2
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+[[ ${1:-} == --packages-only ]] && exit 0
 "$SUNK_ROOT/tests/cluster/build-kube.sh"
 "$SUNK_ROOT/tests/cluster/build-slurm-root.sh"

@@ -8,7 +8,7 @@ SUNK_BIN=$SUNK_CACHE/bin
 
 KUBE_VERSION=v1.34.4
 HELM_VERSION=v3.19.0
-COREDNS_VERSION=v1.15.0
+COREDNS_VERSION=v1.14.0
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
