@@ -8,13 +8,15 @@ cd "$SUNK_ROOT"
 
 "$here/setup.sh" --packages-only
 # The local cluster's parts (Kubernetes, CoreDNS, helm: ten minutes when cold; the Slurm root) build
-# while the Rust workspace does: each leaves a core idle much of the time.
+# while the Rust workspace does: neither keeps both cores busy all the time.
 parts_log=$SUNK_CACHE/cluster-parts.log
 mkdir -p "$SUNK_CACHE"
 log "building the local cluster's parts in the background ($parts_log)"
-("$SUNK_ROOT/tests/cluster/build-kube.sh" && "$SUNK_ROOT/tests/cluster/build-slurm-root.sh") >"$parts_log" 2>&1 &
+# A process group of its own, so that a failed check stops the Go build too, not just its shell.
+setsid bash -c '"$1" && "$2"' parts "$SUNK_ROOT/tests/cluster/build-kube.sh" "$SUNK_ROOT/tests/cluster/build-slurm-root.sh" \
+  >"$parts_log" 2>&1 &
 parts=$!
-trap 'kill "$parts" 2>/dev/null || true' EXIT
+trap 'kill -- -"$parts" 2>/dev/null || true' EXIT
 
 log "cargo fmt --check"
 cargo fmt --all --check
