@@ -11,16 +11,26 @@ use sunk_e2e::{Cluster, node_name, pod, slurmrestd_frozen, wait_batch_launched, 
 const BIND: Duration = Duration::from_secs(60);
 const PODS: usize = 6;
 
-fn pending_pods(metrics: &str) -> Option<u64> {
-    let line = metrics.lines().find(|line| line.starts_with("sunk_scheduler_pending_pods "))?;
+/// An unlabelled series' value in a /metrics text.
+fn series(metrics: &str, name: &str) -> Option<u64> {
+    let line = metrics.lines().find(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))?;
     line.rsplit(' ').next()?.parse().ok()
+}
+
+fn pending_pods(metrics: &str) -> Option<u64> {
+    series(metrics, "sunk_scheduler_pending_pods")
 }
 
 #[tokio::test]
 async fn a_burst_goes_as_job_arrays_and_each_task_is_its_pods_alone() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("burst").await?;
     cluster.start_host(&[("SUNK_FAST_PATH", "true")])?;
-    wait_for("the scheduler's metrics", BIND, || async { pending_pods(&cluster.metrics(0).await.ok()?) }).await?;
+    // The series exist from the host's start; a first orphan sweep means the scheduler runs and has
+    // listed Slurm's partitions and jobs. Frozen before that, it would not start, and no pod would wait.
+    wait_for("the scheduler's first orphan sweep", BIND, || async {
+        (series(&cluster.metrics(0).await.ok()?, "sunk_scheduler_orphan_sweeps_total")? > 0).then_some(())
+    })
+    .await?;
 
     // While slurmrestd is stopped the first submission hangs, and every other pod waits its turn.
     let names: Vec<String> = (0..PODS).map(|index| format!("burst-{index}")).collect();
