@@ -615,3 +615,9 @@ pub fn scheduled_condition(pod: &Pod) -> Option<(String, String, String)> {
         condition.message.clone().unwrap_or_default(),
     ))
 }
+
+/// The value of an unlabelled series (a gauge, or a counter by its `_total` name) in a /metrics text.
+pub fn metric_value(metrics: &str, name: &str) -> Option<u64> {
+    let value = metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))?;
+    value.trim().parse().ok()
+}

@@ -6,19 +6,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sunk::slurm::JobState;
-use sunk_e2e::{Cluster, node_name, pod, slurmrestd_frozen, wait_batch_launched, wait_for};
+use sunk_e2e::{Cluster, metric_value, node_name, pod, slurmrestd_frozen, wait_batch_launched, wait_for};
 
 const BIND: Duration = Duration::from_secs(60);
 const PODS: usize = 6;
 
-/// An unlabelled series' value in a /metrics text.
-fn series(metrics: &str, name: &str) -> Option<u64> {
-    let line = metrics.lines().find(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))?;
-    line.rsplit(' ').next()?.parse().ok()
-}
-
 fn pending_pods(metrics: &str) -> Option<u64> {
-    series(metrics, "sunk_scheduler_pending_pods")
+    metric_value(metrics, "sunk_scheduler_pending_pods")
 }
 
 #[tokio::test]
@@ -28,7 +22,7 @@ async fn a_burst_goes_as_job_arrays_and_each_task_is_its_pods_alone() -> anyhow:
     // The series exist from the host's start; a first orphan sweep means the scheduler runs and has
     // listed Slurm's partitions and jobs. Frozen before that, it would not start, and no pod would wait.
     wait_for("the scheduler's first orphan sweep", BIND, || async {
-        (series(&cluster.metrics(0).await.ok()?, "sunk_scheduler_orphan_sweeps_total")? > 0).then_some(())
+        (metric_value(&cluster.metrics(0).await.ok()?, "sunk_scheduler_orphan_sweeps_total")? > 0).then_some(())
     })
     .await?;
 

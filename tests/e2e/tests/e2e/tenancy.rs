@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use sunk::slurm::JobState;
-use sunk_e2e::{BUSYBOX, Cluster, node_name, pod, scheduled_condition, wait_for};
+use sunk_e2e::{BUSYBOX, Cluster, metric_value, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
 
@@ -120,8 +120,7 @@ async fn two_installations_on_one_slurm_leave_each_others_jobs_alone() -> anyhow
 
 /// The value of an unlabelled counter in a /metrics text (0 when absent).
 fn counter(metrics: &str, name: &str) -> u64 {
-    let value = metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' '));
-    value.and_then(|value| value.trim().parse().ok()).unwrap_or(0)
+    metric_value(metrics, name).unwrap_or(0)
 }
 
 fn annotated(name: &str, key: &str, value: &str) -> serde_json::Value {
