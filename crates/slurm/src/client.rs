@@ -15,6 +15,7 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 
 use super::decode::{decode, decode_listing};
+use super::job_states::{JobStates, JobStatesResponse};
 use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
 use super::version::{self, ApiVersion, OpenApiPaths, SlurmInfo};
@@ -352,6 +353,13 @@ impl SlurmClient {
         }
     }
 
+    /// Every job's state, as a fingerprint ([`JobStates`]).
+    pub async fn job_states(&self) -> Result<JobStates, SlurmError> {
+        let request = self.request(Method::GET, "jobs/state/")?;
+        let answer: JobStatesResponse = decode_listing("job states", self.send("job states", request).await?).await?;
+        Ok(answer.states())
+    }
+
     /// The names of the cluster's partitions.
     pub async fn partitions(&self) -> Result<Vec<String>, SlurmError> {
         let answer: PartitionsResponse =
@@ -420,7 +428,7 @@ async fn permit(semaphore: &tokio::sync::Semaphore) -> tokio::sync::SemaphorePer
 fn lane(call: &str) -> Lane {
     match call {
         "nodes" => Lane::NodeListing,
-        "jobs" | "partitions" => Lane::Listing,
+        "jobs" | "job states" | "partitions" => Lane::Listing,
         _ => Lane::Other,
     }
 }

@@ -7,6 +7,7 @@
 use reqwest::{Response, StatusCode};
 use serde::de::DeserializeOwned;
 
+use super::job_states::JobStatesResponse;
 use super::listing::ListingSplitter;
 use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
@@ -24,7 +25,7 @@ pub const MAX_OTHER_ANSWER_BYTES: usize = 16 << 20;
 /// The most of the answer to `what` that is read.
 pub(crate) fn answer_cap(what: &str) -> usize {
     match what {
-        "jobs" | "job" => MAX_JOBS_ANSWER_BYTES,
+        "jobs" | "job" | "job states" => MAX_JOBS_ANSWER_BYTES,
         "nodes" => MAX_NODES_ANSWER_BYTES,
         _ => MAX_OTHER_ANSWER_BYTES,
     }
@@ -152,6 +153,14 @@ impl Listing for JobsResponse {
     }
 }
 
+impl Listing for JobStatesResponse {
+    type Item = super::job_states::JobStatus;
+    const KEY: &'static str = "jobs";
+    fn fill(&mut self, items: Vec<Self::Item>) {
+        self.jobs = items;
+    }
+}
+
 impl Listing for NodesResponse {
     type Item = super::Node;
     const KEY: &'static str = "nodes";
@@ -183,6 +192,7 @@ envelope_field!(
     SubmitResponse,
     CancelJobsResponse,
     JobsResponse,
+    JobStatesResponse,
     PartitionsResponse,
     NodesResponse
 );

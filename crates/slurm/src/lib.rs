@@ -12,6 +12,7 @@ mod error;
 #[cfg(feature = "fake")]
 mod fake;
 mod hostlist;
+mod job_states;
 mod listing;
 mod model;
 mod node;
@@ -29,6 +30,7 @@ pub use error::SlurmError;
 #[cfg(feature = "fake")]
 pub use fake::FakeSlurm;
 pub use hostlist::{HostlistError, compress as compress_hostlist, expand as expand_hostlist};
+pub use job_states::JobStates;
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};
 pub use node::{Node, NodeFlags, NodeUpdate};
 pub use node_cache::{

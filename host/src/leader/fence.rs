@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::slurm::{
-    ApiVersion, Job, JobDescription, JobId, JobUpdate, JobsPage, NodeUpdate, NodesPage, Slurm, SlurmError,
+    ApiVersion, Job, JobDescription, JobId, JobStates, JobUpdate, JobsPage, NodeUpdate, NodesPage, Slurm, SlurmError,
 };
 
 const CLOSED: &str = "this host no longer holds the leader Lease";
@@ -132,6 +132,9 @@ impl Slurm for FencedSlurm {
     }
     async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError> {
         self.slurm.jobs(since).await
+    }
+    async fn job_states(&self) -> Result<JobStates, SlurmError> {
+        self.slurm.job_states().await
     }
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
         self.slurm.nodes(since).await

@@ -9,8 +9,17 @@ use crate::scheduler::watched_pod::WatchedPod;
 use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::reflector::ObjectRef;
 
+use super::job_poll::{self, AfterStates, FullListing, JobPoll};
 use super::link::{Installation, PodKey};
-use crate::slurm::{Job, JobDescription, JobState, JobsPage, SharedText, Slurm, SlurmError};
+use crate::slurm::{Job, JobDescription, JobState, JobStates, JobsPage, SharedText, Slurm, SlurmError};
+
+/// What one poll brought.
+enum Listed {
+    /// No job's state moved since the last full listing, which stands.
+    Standing,
+    /// A listing, and the states asked for before it, if they were.
+    Page(JobsPage, Option<JobStates>),
+}
 
 /// A placeholder job as last seen.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +50,8 @@ struct State {
     listing_began: Option<Instant>,
     listed: bool,
     last_update: Option<u64>,
+    /// The last full listing, and the jobs' states just before it: whether the next poll needs one.
+    full_listing: Option<FullListing>,
     /// When the listing now in flight began.
     listing_since: Option<Instant>,
     /// Why the last listing failed, if it did.
@@ -100,6 +111,8 @@ pub struct JobCache {
     state: Arc<RwLock<State>>,
     /// Whose placeholders are this cache's: another installation's are not even listed.
     installation: Arc<Installation>,
+    /// From how many jobs a poll asks for their states first ([`job_poll::STATES_FIRST_FROM_JOBS`]).
+    states_first_from: usize,
 }
 
 #[cfg(test)]
@@ -111,7 +124,16 @@ impl Default for JobCache {
 
 impl JobCache {
     pub fn new(installation: Installation) -> Self {
-        Self { state: Arc::default(), installation: Arc::new(installation) }
+        Self {
+            state: Arc::default(),
+            installation: Arc::new(installation),
+            states_first_from: job_poll::STATES_FIRST_FROM_JOBS,
+        }
+    }
+
+    #[cfg(test)]
+    fn with_states_first_from(self, jobs: usize) -> Self {
+        Self { states_first_from: jobs, ..self }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -271,23 +293,59 @@ impl JobCache {
     /// Lists jobs once; returns the pods whose placeholders changed. While a submission is in doubt
     /// the listing is a full one: an incremental one may answer "unchanged" for ever (nothing else
     /// happening), and Slurm's whole-second times could hide a job made in the last listing's second.
+    /// At thousands of jobs the poll asks for their states first, and lists them only when a state
+    /// moved ([`job_poll`]).
     pub async fn refresh(&self, slurm: &dyn Slurm) -> Result<Vec<PodKey>, SlurmError> {
         let began = Instant::now();
-        let since = {
+        let (since, poll, last) = {
             let mut state = self.write();
             state.listing_since = Some(began);
-            if state.doubts.is_empty() { state.last_update } else { None }
+            let pending = job_poll::Pending { doubts: !state.doubts.is_empty(), touched: !state.touched.is_empty() };
+            let since = if state.doubts.is_empty() { state.last_update } else { None };
+            let poll = job_poll::plan(state.full_listing.as_ref(), pending, self.states_first_from);
+            (since, poll, state.full_listing)
         };
-        let listed = slurm.jobs(since).await;
-        {
-            let mut state = self.write();
-            state.listing_since = None;
-            state.last_error = listed.as_ref().err().map(ToString::to_string);
-        }
-        match listed? {
-            JobsPage::Unchanged => Ok(Vec::new()),
-            JobsPage::All { jobs, last_update } => Ok(self.replace(jobs, last_update, began)),
-        }
+        let listed = self.list(slurm, since, poll, last, began).await;
+        let mut state = self.write();
+        state.listing_since = None;
+        state.last_error = listed.as_ref().err().map(ToString::to_string);
+        let (page, states) = match listed? {
+            Listed::Standing => return Ok(Vec::new()),
+            Listed::Page(page, states) => (page, states),
+        };
+        let previous = state.full_listing.map_or(0, |last| last.jobs);
+        drop(state);
+        let (changed, jobs) = match page {
+            JobsPage::Unchanged => (Vec::new(), previous),
+            JobsPage::All { jobs, last_update } => {
+                let listed = jobs.len();
+                (self.replace(jobs, last_update, began), listed)
+            }
+        };
+        self.write().full_listing = Some(FullListing { began, jobs, states });
+        Ok(changed)
+    }
+
+    /// The states if `poll` asks for them first, then the listing unless they show the last one stands.
+    async fn list(
+        &self,
+        slurm: &dyn Slurm,
+        since: Option<u64>,
+        poll: JobPoll,
+        last: Option<FullListing>,
+        began: Instant,
+    ) -> Result<Listed, SlurmError> {
+        let states = match (poll, last) {
+            (JobPoll::StatesFirst, Some(last)) => {
+                let states = slurm.job_states().await?;
+                if job_poll::after_states(&last, states, began) == AfterStates::Unchanged {
+                    return Ok(Listed::Standing);
+                }
+                Some(states)
+            }
+            _ => None,
+        };
+        Ok(Listed::Page(slurm.jobs(since).await?, states))
     }
 
     /// Why Slurm's jobs cannot be read now, if they cannot: the last listing failed, or the one in
@@ -325,194 +383,5 @@ pub async fn poll(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(id: u32, uid: &str, state: &str) -> Job {
-        let pod = PodKey { namespace: "ns".into(), name: format!("pod-{uid}"), uid: uid.into() };
-        Job { job_id: id, admin_comment: pod.link().into(), job_state: vec![state.into()], ..Default::default() }
-    }
-
-    #[test]
-    fn another_installations_placeholders_are_not_ours_nor_candidates() {
-        let cache = JobCache::default();
-        let on_n1 = |job: Job| Job { nodes: "n1".into(), ..job };
-        let signed = |job: Job, by: &Installation| {
-            on_n1(Job { admin_comment: by.sign(job.admin_comment.to_string()).into(), ..job })
-        };
-        let ours = signed(job(1, "a", "RUNNING"), &Installation::new("sunk", "test-cluster"));
-        let other_cluster = signed(job(2, "b", "RUNNING"), &Installation::new("sunk", "another-cluster"));
-        let other_release = signed(job(3, "c", "RUNNING"), &Installation::new("sunk-gpu", "test-cluster"));
-        let legacy = on_n1(job(4, "d", "RUNNING"));
-        let slurm_users = on_n1(Job { job_id: 5, job_state: vec!["RUNNING".into()], ..Default::default() });
-        cache.replace(vec![ours, other_cluster, other_release, legacy, slurm_users], 100, Instant::now());
-        assert_eq!(cache.for_pod("a").len(), 1);
-        assert!(cache.for_pod("b").is_empty() && cache.for_pod("c").is_empty());
-        assert_eq!(cache.for_pod("d").len(), 1, "a link from before installations were named is still ours");
-        let mut candidates: Vec<u32> = cache.holding().iter().map(|job| job.job_id).collect();
-        candidates.sort_unstable();
-        assert_eq!(candidates, [1, 4, 5], "another installation's jobs are not even preemption candidates");
-    }
-
-    #[test]
-    fn a_pod_with_one_placeholder_holds_room_for_one() {
-        let cache = JobCache::default();
-        let pod = PodKey { namespace: "ns".into(), name: "pod-c".into(), uid: "c".into() };
-        cache.record_submitted(pod, 7, &JobDescription::default());
-        cache.replace(
-            vec![job(1, "a", "PENDING"), job(2, "b", "RUNNING")],
-            100,
-            Instant::now() - Duration::from_secs(1),
-        );
-        let state = cache.read();
-        assert_eq!(state.by_pod.len(), 3);
-        assert!(state.by_pod.values().all(|placeholders| placeholders.capacity() == 1));
-    }
-
-    #[test]
-    fn keeps_a_fresh_submission_that_the_listing_missed() {
-        let cache = JobCache::default();
-        let began = Instant::now();
-        let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
-        cache.record_submitted(pod, 7, &JobDescription::default());
-        cache.replace(vec![job(3, "b", "RUNNING")], 100, began);
-        assert_eq!(cache.for_pod("a")[0].job.job_id, 7);
-        // A listing that began after the submission is the truth.
-        cache.replace(vec![job(3, "b", "RUNNING")], 101, Instant::now());
-        assert!(cache.for_pod("a").is_empty());
-    }
-
-    #[test]
-    fn a_job_listed_before_its_answer_arrived_stays_one_placeholder() {
-        let cache = JobCache::default();
-        cache.replace(vec![job(9, "a", "RUNNING")], 100, Instant::now());
-        let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
-        cache.record_job(pod, job(9, "a", "RUNNING"));
-        let placeholders = cache.for_pod("a");
-        assert_eq!(placeholders.len(), 1, "{placeholders:?}");
-        assert_eq!(placeholders[0].job.job_id, 9);
-    }
-
-    #[test]
-    fn an_array_task_is_one_placeholder_pending_with_its_siblings_and_running_alone() {
-        use crate::scheduler::link::ArrayLink;
-        use crate::slurm::NoValue;
-        let pods: Vec<PodKey> = ["a", "b"]
-            .iter()
-            .map(|uid| PodKey { namespace: "ns".into(), name: format!("pod-{uid}"), uid: (*uid).into() })
-            .collect();
-        let link = ArrayLink { namespace: "ns".into(), members: pods.clone() }.render();
-        let cache = JobCache::default();
-        // As the submit path records task 0 before any listing.
-        let pending = Job {
-            job_id: 50,
-            admin_comment: link.into(),
-            job_state: vec!["PENDING".into()],
-            array_job_id: NoValue::of(50),
-            ..Default::default()
-        };
-        let submitted = Job { array_task_id: NoValue::of(0), ..pending.clone() };
-        cache.record_job(pods[0].clone(), submitted.clone());
-        let began = Instant::now();
-        // Task 0 started as job 51; task 1 still pends in the array's record.
-        let running = Job { job_id: 51, job_state: vec!["RUNNING".into()], nodes: "n1".into(), ..submitted };
-        let pending = Job { array_task_string: "1".into(), ..pending };
-        cache.replace(vec![running, pending], 3, began - Duration::from_secs(1));
-        let a = cache.for_pod("a");
-        assert_eq!(a.len(), 1, "never a duplicate of itself: {a:?}");
-        assert_eq!((a[0].job.job_id, a[0].job.state()), (51, JobState::Running));
-        let b = cache.for_pod("b");
-        assert_eq!((b.len(), b[0].job.target(), b[0].job.state()), (1, "50_1".to_string(), JobState::Pending));
-        cache.record_cancelled("50_1", None);
-        assert_eq!(cache.for_pod("b")[0].job.state(), JobState::Ended);
-        assert_eq!(cache.for_pod("a")[0].job.state(), JobState::Running, "a sibling's cancel is not this task's");
-    }
-
-    #[test]
-    fn a_listing_without_answer_or_failing_makes_slurm_unreachable() {
-        let cache = JobCache::default();
-        assert_eq!(cache.unreachable(Duration::ZERO), None);
-        cache.write().listing_since = Some(Instant::now() - Duration::from_secs(12));
-        assert_eq!(cache.unreachable(Duration::from_secs(60)), None);
-        let why = cache.unreachable(Duration::from_secs(10)).unwrap();
-        assert!(why.contains("not answered for 12s"), "{why}");
-        cache.write().last_error = Some("cannot reach slurmrestd: connection refused".into());
-        assert!(cache.unreachable(Duration::from_secs(60)).unwrap().contains("connection refused"));
-    }
-
-    #[test]
-    fn a_cancelled_job_reads_as_over_with_its_new_comment_until_listed() {
-        let cache = JobCache::default();
-        cache.replace(vec![job(4, "a", "RUNNING")], 1, Instant::now());
-        cache.record_cancelled("4", Some("marked"));
-        let known = &cache.for_pod("a")[0].job;
-        assert_eq!((known.state(), known.admin_comment.as_str()), (JobState::Ended, "marked"));
-    }
-
-    #[test]
-    fn a_listing_that_began_before_a_cancellation_does_not_bring_the_job_back() {
-        // The CI failure this guards against: a job replaced (marked, cancelled) while a listing was in
-        // flight came back RUNNING with that listing, beside its successor, and the successor was
-        // cancelled as the duplicate.
-        let cache = JobCache::default();
-        let on_n4 = |job: Job| Job { nodes: "n4".into(), ..job };
-        cache.replace(vec![on_n4(job(56, "a", "RUNNING"))], 1, Instant::now());
-        let began = Instant::now();
-        cache.record_cancelled("56", Some("marked"));
-        let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
-        cache.record_submitted(pod, 57, &JobDescription::default());
-        cache.replace(vec![on_n4(job(56, "a", "RUNNING"))], 2, began);
-        let states: Vec<_> = cache.for_pod("a").iter().map(|p| (p.job.job_id, p.job.state())).collect();
-        assert_eq!(states, [(56, JobState::Ended), (57, JobState::Pending)]);
-        assert_eq!(cache.for_pod("a")[0].job.admin_comment, "marked");
-        assert!(cache.holding().iter().all(|job| job.job_id != 56 || job.state() == JobState::Ended));
-        // A listing that began after the cancellation is the truth.
-        cache.replace(vec![on_n4(job(56, "a", "COMPLETED"))], 3, Instant::now());
-        assert_eq!(cache.for_pod("a")[0].job.admin_comment, job(56, "a", "RUNNING").admin_comment);
-    }
-
-    #[test]
-    fn a_pod_whose_job_this_host_cancelled_is_woken_by_the_next_listing_even_if_it_shows_the_same() {
-        let cache = JobCache::default();
-        let mut gang = job(4, "a", "RUNNING");
-        gang.admin_comment = "sunk.dev/gang=ns/g/pod-a:a,pod-b:b".into();
-        cache.replace(vec![gang.clone()], 1, Instant::now());
-        cache.record_cancelled("4", None);
-        // Slurm lists it CANCELLED, exactly as recorded: both members must still look again.
-        let cancelled = Job { job_state: vec!["CANCELLED".into()], ..gang };
-        let mut woken: Vec<String> =
-            cache.replace(vec![cancelled.clone()], 2, Instant::now()).into_iter().map(|p| p.uid).collect();
-        woken.sort();
-        assert_eq!(woken, ["a", "b"]);
-        assert!(cache.replace(vec![cancelled], 3, Instant::now()).is_empty(), "once is enough");
-    }
-
-    #[test]
-    fn a_lost_submission_is_in_doubt_until_a_later_listing() {
-        let cache = JobCache::default();
-        let before = Instant::now();
-        cache.record_in_doubt("a");
-        assert!(cache.in_doubt("a"));
-        cache.replace(vec![], 1, before);
-        assert!(cache.in_doubt("a"), "a listing that began before the submission proves nothing");
-        cache.replace(vec![], 2, Instant::now());
-        assert!(!cache.in_doubt("a"));
-    }
-
-    #[test]
-    fn reports_pods_whose_jobs_changed_and_ignores_foreign_jobs() {
-        let cache = JobCache::default();
-        let mut foreign = job(9, "x", "RUNNING");
-        foreign.admin_comment = SharedText::default();
-        let changed = cache.replace(vec![job(1, "a", "PENDING"), foreign.clone()], 5, Instant::now());
-        assert_eq!(changed.len(), 1);
-        assert!(cache.is_listed());
-        let changed = cache.replace(vec![job(1, "a", "PENDING"), foreign], 6, Instant::now());
-        assert!(changed.is_empty());
-        let changed = cache.replace(vec![job(1, "a", "RUNNING")], 7, Instant::now());
-        assert_eq!(changed[0].uid, "a");
-        let changed = cache.replace(vec![], 8, Instant::now());
-        assert_eq!(changed[0].uid, "a");
-        assert_eq!(cache.read().last_update, Some(8));
-    }
-}
+#[path = "job_cache_tests.rs"]
+mod tests;

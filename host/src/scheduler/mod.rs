@@ -10,6 +10,7 @@ mod fast_path;
 mod gang;
 mod grants;
 mod job_cache;
+mod job_poll;
 mod link;
 mod metrics;
 #[cfg(test)]

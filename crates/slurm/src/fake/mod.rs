@@ -39,6 +39,8 @@ struct World {
     reset_next_write: bool,
     /// Every request that changed something, as `verb target` (`cancel 12`, `drain n1`), in order.
     requests: Vec<String>,
+    /// Listings answered, by call (`jobs`, `job states`, `nodes`).
+    listings: BTreeMap<&'static str, usize>,
 }
 
 impl Default for FakeSlurm {
@@ -135,6 +137,19 @@ impl FakeSlurm {
     /// `drain n1`, `undrain n1`, `comment n1`, `delete n1`, `update 100`, `requeue 100`).
     pub fn requests(&self) -> Vec<String> {
         self.world.lock().expect("fake Slurm").requests.clone()
+    }
+
+    /// How many `call` listings (`jobs`, `job states`, `nodes`) were answered.
+    pub fn listings(&self, call: &str) -> usize {
+        self.world.lock().expect("fake Slurm").listings.get(call).copied().unwrap_or_default()
+    }
+
+    /// Answers a listing, counted by call, refusing as an unreachable slurmrestd would.
+    fn list<T>(&self, call: &'static str, read: impl FnOnce(&World) -> T) -> Result<T, SlurmError> {
+        let mut world = self.world.lock().expect("fake Slurm");
+        world.answering()?;
+        *world.listings.entry(call).or_default() += 1;
+        Ok(read(&world))
     }
 
     /// Answers a request that reads, refusing as an unreachable slurmrestd would.

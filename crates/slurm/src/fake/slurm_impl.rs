@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use super::{FakeSlurm, World, refusal};
 use crate::api::{JobId, Slurm};
 use crate::{
-    ApiVersion, Job, JobDescription, JobState, JobUpdate, JobsPage, NoValue, NodeSource, NodeUpdate, NodesPage,
-    SlurmError, array_task_ids,
+    ApiVersion, Job, JobDescription, JobState, JobStates, JobUpdate, JobsPage, NoValue, NodeSource, NodeUpdate,
+    NodesPage, SlurmError, array_task_ids,
 };
 
 #[async_trait]
@@ -118,14 +118,22 @@ impl Slurm for FakeSlurm {
     }
 
     async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError> {
-        self.read(|world| match since {
+        self.list("jobs", |world| match since {
             Some(since) if since == world.changed_at => JobsPage::Unchanged,
             _ => JobsPage::All { jobs: world.jobs.values().cloned().collect(), last_update: world.changed_at },
         })
     }
 
+    async fn job_states(&self) -> Result<JobStates, SlurmError> {
+        self.list("job states", |world| {
+            let named: Vec<(String, &[String])> =
+                world.jobs.values().map(|job| (job.target(), job.job_state.as_slice())).collect();
+            JobStates::of(named.iter().map(|(name, state)| (name.as_str(), *state)))
+        })
+    }
+
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
-        self.read(|world| match since {
+        self.list("nodes", |world| match since {
             Some(since) if since == world.changed_at => NodesPage::Unchanged,
             _ => NodesPage::All { nodes: world.nodes.values().cloned().collect(), last_update: Some(world.changed_at) },
         })

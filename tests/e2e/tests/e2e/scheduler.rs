@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use sunk::slurm::JobState;
-use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, wait_for};
+use sunk::slurm::{Job, JobState, JobStates, JobsPage, array_task_ids};
+use sunk_e2e::{Cluster, SlurmJob, in_slurm_root, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
 
@@ -231,4 +231,51 @@ async fn a_malformed_annotation_or_unknown_partition_is_refused_naming_the_key()
         assert!(cluster.jobs_of(created.metadata.uid.as_deref().unwrap()).await?.is_empty());
     }
     Ok(())
+}
+
+/// The job poll's first question at thousands of jobs (`GET jobs/state/`), asked of the real
+/// slurmrestd: its fingerprint is that of the full listing's jobs, an array's pending tasks one by
+/// one, and it moves when a job's state does. The host skips the full listing while it stands.
+#[tokio::test]
+async fn the_job_states_slurm_lists_are_those_of_its_full_listing() -> anyhow::Result<()> {
+    let cluster = Cluster::connect("job-states").await?;
+    let held = SlurmJob::submit(&["--hold", "--array=0-2", "-p", "batch", "--wrap", "sleep 60"])?;
+    // Three reads, so that no job moved between them (an earlier test's ended job may be purged).
+    let agreed = || async {
+        let before = cluster.slurm.job_states().await.ok()?;
+        let JobsPage::All { jobs, .. } = cluster.slurm.jobs(None).await.ok()? else { return None };
+        let after = cluster.slurm.job_states().await.ok()?;
+        (before == after && after == states_of(&jobs)).then_some(after)
+    };
+    let held_states = wait_for("the job states to be the full listing's", Duration::from_secs(30), agreed).await?;
+    assert!(held_states.jobs >= 3, "the held array's tasks are listed one by one: {held_states:?}");
+
+    in_slurm_root(&["scancel", &format!("{}_1", held.0)])?;
+    wait_for("the job states to move with the cancelled task", Duration::from_secs(30), || async {
+        (cluster.slurm.job_states().await.ok()? != held_states).then_some(())
+    })
+    .await?;
+    wait_for("the job states to be the full listing's again", Duration::from_secs(30), agreed).await?;
+    Ok(())
+}
+
+/// The job states as `GET jobs/state/` names them: a job by its id, an array's task by its own job
+/// id and task (`8_0`, though it is task 0 of array 6), and each pending task of an array's record
+/// by the record's id.
+fn states_of(jobs: &[Job]) -> JobStates {
+    let named: Vec<(String, &[String])> = jobs
+        .iter()
+        .flat_map(|job| {
+            let pending_tasks = array_task_ids(&job.array_task_string);
+            let names: Vec<String> = match job.array_task_id.get() {
+                _ if !pending_tasks.is_empty() => {
+                    pending_tasks.iter().map(|task| format!("{}_{task}", job.job_id)).collect()
+                }
+                Some(task) => vec![format!("{}_{task}", job.job_id)],
+                None => vec![job.job_id.to_string()],
+            };
+            names.into_iter().map(|name| (name, job.job_state.as_slice()))
+        })
+        .collect();
+    JobStates::of(named.iter().map(|(name, state)| (name.as_str(), *state)))
 }

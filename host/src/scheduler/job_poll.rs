@@ -1,0 +1,121 @@
+//! What one job poll asks Slurm for: its full listing, or first only every job's state. With 10,000
+//! pending jobs a full listing is 56 MB that slurmctld packs under its job lock and the host parses,
+//! every poll: slurmctld then answered the Syncer's drains in seconds (docs/benchmarks.md,
+//! scale-bench). Their states alone are under 1 MB, and while none changes the listing is not taken.
+
+use std::time::{Duration, Instant};
+
+use crate::slurm::JobStates;
+
+/// From how many jobs in the last full listing a poll looks at the states first. Below it a full
+/// listing costs slurmctld little, and it is the only answer that shows a pending job's reason, on
+/// which preemption waits ("Resources"): small clusters keep it every poll.
+pub const STATES_FIRST_FROM_JOBS: usize = 1_000;
+
+/// However still the states, a full listing at least this often: a pending job's reason and a
+/// comment an administrator changed move no state.
+pub const FULL_LISTING_AT_LEAST_EVERY: Duration = Duration::from_secs(10);
+
+/// The last full listing the cache holds (or Slurm's word that nothing changed since the one before).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FullListing {
+    pub began: Instant,
+    /// Records listed (a pending array is one).
+    pub jobs: usize,
+    /// The jobs' states as listed just before it, if they were.
+    pub states: Option<JobStates>,
+}
+
+/// What a poll asks first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobPoll {
+    FullListing,
+    StatesFirst,
+}
+
+/// What a poll does once it has the states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterStates {
+    /// Nothing moved: the cache stands.
+    Unchanged,
+    FullListing,
+}
+
+/// Why a poll would need the full listing whatever the states say.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pending {
+    /// A submission's answer was lost: only a full listing (the links in its comments) can tell
+    /// whether it made a job.
+    pub doubts: bool,
+    /// This host changed placeholders itself (cancelled one): their pods wait for a listing to wake.
+    pub touched: bool,
+}
+
+/// With `states_first_from` jobs or more in the last full listing, the states come first (the
+/// host's is [`STATES_FIRST_FROM_JOBS`]).
+pub fn plan(last: Option<&FullListing>, pending: Pending, states_first_from: usize) -> JobPoll {
+    match last {
+        _ if pending.doubts || pending.touched => JobPoll::FullListing,
+        Some(last) if last.jobs >= states_first_from => JobPoll::StatesFirst,
+        _ => JobPoll::FullListing,
+    }
+}
+
+pub fn after_states(last: &FullListing, states: JobStates, now: Instant) -> AfterStates {
+    let fresh = now.saturating_duration_since(last.began) < FULL_LISTING_AT_LEAST_EVERY;
+    if fresh && last.states == Some(states) { AfterStates::Unchanged } else { AfterStates::FullListing }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn states(jobs: &[(&str, &str)]) -> JobStates {
+        let named: Vec<(&str, Vec<String>)> = jobs.iter().map(|(job, state)| (*job, vec![state.to_string()])).collect();
+        JobStates::of(named.iter().map(|(job, state)| (*job, state.as_slice())))
+    }
+
+    #[test]
+    fn a_poll_looks_at_the_states_first_only_at_scale_and_with_nothing_pending() {
+        let at = |jobs| FullListing { began: Instant::now(), jobs, states: None };
+        let nothing = Pending::default();
+        let cases = [
+            ("never listed", None, nothing, JobPoll::FullListing),
+            ("few jobs", Some(at(999)), nothing, JobPoll::FullListing),
+            ("many jobs", Some(at(1_000)), nothing, JobPoll::StatesFirst),
+            ("a submission in doubt", Some(at(10_000)), Pending { doubts: true, ..nothing }, JobPoll::FullListing),
+            ("this host cancelled", Some(at(10_000)), Pending { touched: true, ..nothing }, JobPoll::FullListing),
+        ];
+        for (case, last, pending, expected) in cases {
+            assert_eq!(plan(last.as_ref(), pending, STATES_FIRST_FROM_JOBS), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn the_listing_stands_while_no_state_moved_and_it_is_young() {
+        let now = Instant::now();
+        let before = states(&[("1", "PENDING"), ("2_1", "RUNNING")]);
+        let listed = |ago: u64, states| FullListing { began: now - Duration::from_secs(ago), jobs: 5_000, states };
+        let cases = [
+            ("nothing moved", listed(1, Some(before)), before, AfterStates::Unchanged),
+            (
+                "a job started",
+                listed(1, Some(before)),
+                states(&[("1", "RUNNING"), ("2_1", "RUNNING")]),
+                AfterStates::FullListing,
+            ),
+            (
+                "a job came",
+                listed(1, Some(before)),
+                states(&[("1", "PENDING"), ("2_1", "RUNNING"), ("3", "PENDING")]),
+                AfterStates::FullListing,
+            ),
+            ("a job went", listed(1, Some(before)), states(&[("1", "PENDING")]), AfterStates::FullListing),
+            ("no states before", listed(1, None), before, AfterStates::FullListing),
+            ("the listing is old", listed(10, Some(before)), before, AfterStates::FullListing),
+        ];
+        for (case, last, states, expected) in cases {
+            assert_eq!(after_states(&last, states, now), expected, "{case}");
+        }
+    }
+}
