@@ -13,8 +13,10 @@ use sunk_e2e::{kubectl, node_name, pod, wait_for};
 
 use super::chart_release::*;
 
+/// One release from install to uninstall (an install is most of a chart test's minute).
 #[tokio::test]
-async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod() -> anyhow::Result<()> {
+async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod_and_uninstall_leaves_nothing()
+-> anyhow::Result<()> {
     let release = install("chart-slurm").await?;
     let listed = release.slurm_nodes().unwrap_or_default();
     assert_eq!(listed.len(), NODES.len(), "sinfo in the release's slurmctld: {listed:?}");
@@ -46,7 +48,7 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod() -> 
 
     release.cluster.helm(&["test", &release.name, "--timeout", "60s"])?;
     release.cluster.delete_pod("example").await?;
-    Ok(())
+    uninstall_leaves_nothing(&release).await
 }
 
 #[tokio::test]
@@ -95,10 +97,8 @@ async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_runn
     Ok(())
 }
 
-#[tokio::test]
-async fn helm_uninstall_leaves_nothing_of_the_release() -> anyhow::Result<()> {
-    let release = install("chart-uninstall").await?;
-    release.cluster.helm(&["test", &release.name, "--timeout", "60s"])?;
+/// `helm uninstall` of a release whose pods for sunk are gone: nothing of it is left.
+async fn uninstall_leaves_nothing(release: &Release) -> anyhow::Result<()> {
     let started = Instant::now();
     // The pre-delete hook deletes the NodeSets and waits until their host has removed every slurmd
     // pod and Slurm node record; only then does helm delete the host and Slurm.
