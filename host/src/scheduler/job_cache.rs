@@ -371,7 +371,10 @@ pub async fn poll(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        match cache.refresh(slurm.as_ref()).await {
+        let began = Instant::now();
+        let refreshed = cache.refresh(slurm.as_ref()).await;
+        let ok = refreshed.is_ok();
+        match refreshed {
             Ok(pods) => {
                 for pod in pods {
                     let _ = changed.unbounded_send(ObjectRef::new(&pod.name).within(&pod.namespace));
@@ -379,6 +382,8 @@ pub async fn poll(
             }
             Err(error) => tracing::warn!(%error, "listing Slurm jobs failed; keeping the last known state"),
         }
+        let jobs = cache.read().full_listing.map_or(0, |last| last.jobs);
+        tokio::time::sleep(job_poll::rest_after(began.elapsed(), interval, jobs, cache.states_first_from, ok)).await;
     }
 }
 

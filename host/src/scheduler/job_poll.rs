@@ -66,6 +66,18 @@ pub fn after_states(last: &FullListing, states: JobStates, now: Instant) -> Afte
     if fresh && last.states == Some(states) { AfterStates::Unchanged } else { AfterStates::FullListing }
 }
 
+/// The most a poll rests beyond its interval.
+pub const LONGEST_REST: Duration = Duration::from_secs(5);
+
+/// How long the poll rests after one that took `took` and found `jobs`: at scale, as long as it took
+/// (up to [`LONGEST_REST`]) once that is past the interval, so that the job poll keeps slurmrestd
+/// busy half the time at most, and leaves it to the Syncer's drains the other half. At 10,000 jobs
+/// the states take slurmrestd 1-3 s to answer on the 2-core machine. Below scale, or after a failed
+/// poll (which must be retried soon), no rest.
+pub fn rest_after(took: Duration, interval: Duration, jobs: usize, states_first_from: usize, ok: bool) -> Duration {
+    if ok && jobs >= states_first_from && took > interval { took.min(LONGEST_REST) } else { Duration::ZERO }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +128,22 @@ mod tests {
         ];
         for (case, last, states, expected) in cases {
             assert_eq!(after_states(&last, states, now), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn at_scale_a_slow_poll_rests_as_long_as_it_took_up_to_a_bound() {
+        let (interval, at) = (Duration::from_millis(500), STATES_FIRST_FROM_JOBS);
+        let ms = Duration::from_millis;
+        let cases = [
+            ("quick, at scale", ms(300), at, true, Duration::ZERO),
+            ("slow, at scale", ms(2_000), at, true, ms(2_000)),
+            ("very slow, at scale", ms(30_000), at, true, LONGEST_REST),
+            ("slow, below scale", ms(2_000), at - 1, true, Duration::ZERO),
+            ("slow and failed", ms(2_000), at, false, Duration::ZERO),
+        ];
+        for (case, took, jobs, ok, expected) in cases {
+            assert_eq!(rest_after(took, interval, jobs, STATES_FIRST_FROM_JOBS, ok), expected, "{case}");
         }
     }
 }
