@@ -6,7 +6,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde::{Deserialize, Deserializer};
 
-use super::model::Envelope;
+use super::Job;
+use super::model::{Envelope, array_task_ids};
 
 /// What `GET /jobs/state/` said, reduced to a count and a fingerprint of every (job, state) pair.
 /// Two equal values mean, but for a hash collision, that no job came, went or changed state between
@@ -30,6 +31,27 @@ impl JobStates {
             states.jobs += 1;
         }
         states
+    }
+
+    /// What `GET /jobs/state/` lists for these jobs of a full listing: a job by its id, an array's task
+    /// by its own job id and task (`8_0`, though it is task 0 of array 6), and each pending task of
+    /// an array's record by the record's id (the end-to-end suite holds Slurm to it).
+    pub fn of_listing<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Self {
+        let named: Vec<(String, &[String])> = jobs
+            .into_iter()
+            .flat_map(|job| {
+                let pending_tasks = array_task_ids(&job.array_task_string);
+                let names: Vec<String> = match job.array_task_id.get() {
+                    _ if !pending_tasks.is_empty() => {
+                        pending_tasks.iter().map(|task| format!("{}_{task}", job.job_id)).collect()
+                    }
+                    Some(task) => vec![format!("{}_{task}", job.job_id)],
+                    None => vec![job.job_id.to_string()],
+                };
+                names.into_iter().map(|name| (name, job.job_state.as_slice()))
+            })
+            .collect();
+        Self::of(named.iter().map(|(name, state)| (name.as_str(), *state)))
     }
 }
 
@@ -73,6 +95,7 @@ fn job_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Err
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NoValue;
     use serde_json::json;
 
     fn states(answer: serde_json::Value) -> JobStates {
@@ -92,6 +115,25 @@ mod tests {
         assert_ne!(listed(json!([a, b])), listed(json!([a])));
         let started = json!({"job_id": "1_1", "state": ["RUNNING"]});
         assert_ne!(listed(json!([a, b])), listed(json!([started, b])));
+    }
+
+    #[test]
+    fn a_full_listing_names_its_jobs_as_the_states_do() {
+        let job = |id: u32, array: u64, task: Option<u64>, pending: &str, state: &str| Job {
+            job_id: id,
+            array_job_id: NoValue::of(array),
+            array_task_id: task.map_or_else(NoValue::default, NoValue::of),
+            array_task_string: pending.into(),
+            job_state: vec![state.into()],
+            ..Default::default()
+        };
+        let listing =
+            [job(5, 5, None, "0-1", "PENDING"), job(8, 6, Some(0), "", "RUNNING"), job(7, 0, None, "", "PENDING")];
+        let listed = states(json!({"errors": [], "jobs": [
+            {"job_id": "5_0", "state": ["PENDING"]}, {"job_id": "5_1", "state": ["PENDING"]},
+            {"job_id": "8_0", "state": ["RUNNING"]}, {"job_id": "7", "state": ["PENDING"]},
+        ]}));
+        assert_eq!(JobStates::of_listing(&listing), listed);
     }
 
     #[test]

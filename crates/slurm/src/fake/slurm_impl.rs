@@ -125,11 +125,7 @@ impl Slurm for FakeSlurm {
     }
 
     async fn job_states(&self) -> Result<JobStates, SlurmError> {
-        self.list("job states", |world| {
-            let named: Vec<(String, &[String])> =
-                world.jobs.values().map(|job| (job.target(), job.job_state.as_slice())).collect();
-            JobStates::of(named.iter().map(|(name, state)| (name.as_str(), *state)))
-        })
+        self.list("job states", |world| JobStates::of_listing(world.jobs.values()))
     }
 
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {

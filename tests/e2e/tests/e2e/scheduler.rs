@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sunk::slurm::{Job, JobState, JobStates, JobsPage, array_task_ids};
+use sunk::slurm::{JobState, JobStates, JobsPage};
 use sunk_e2e::{Cluster, SlurmJob, in_slurm_root, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
@@ -245,7 +245,7 @@ async fn the_job_states_slurm_lists_are_those_of_its_full_listing() -> anyhow::R
         let before = cluster.slurm.job_states().await.ok()?;
         let JobsPage::All { jobs, .. } = cluster.slurm.jobs(None).await.ok()? else { return None };
         let after = cluster.slurm.job_states().await.ok()?;
-        (before == after && after == states_of(&jobs)).then_some(after)
+        (before == after && after == JobStates::of_listing(&jobs)).then_some(after)
     };
     let held_states = wait_for("the job states to be the full listing's", Duration::from_secs(30), agreed).await?;
     assert!(held_states.jobs >= 3, "the held array's tasks are listed one by one: {held_states:?}");
@@ -257,25 +257,4 @@ async fn the_job_states_slurm_lists_are_those_of_its_full_listing() -> anyhow::R
     .await?;
     wait_for("the job states to be the full listing's again", Duration::from_secs(30), agreed).await?;
     Ok(())
-}
-
-/// The job states as `GET jobs/state/` names them: a job by its id, an array's task by its own job
-/// id and task (`8_0`, though it is task 0 of array 6), and each pending task of an array's record
-/// by the record's id.
-fn states_of(jobs: &[Job]) -> JobStates {
-    let named: Vec<(String, &[String])> = jobs
-        .iter()
-        .flat_map(|job| {
-            let pending_tasks = array_task_ids(&job.array_task_string);
-            let names: Vec<String> = match job.array_task_id.get() {
-                _ if !pending_tasks.is_empty() => {
-                    pending_tasks.iter().map(|task| format!("{}_{task}", job.job_id)).collect()
-                }
-                Some(task) => vec![format!("{}_{task}", job.job_id)],
-                None => vec![job.job_id.to_string()],
-            };
-            names.into_iter().map(|name| (name, job.job_state.as_slice()))
-        })
-        .collect();
-    JobStates::of(named.iter().map(|(name, state)| (name.as_str(), *state)))
 }
