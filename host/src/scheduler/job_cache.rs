@@ -297,15 +297,15 @@ impl JobCache {
     /// moved ([`job_poll`]).
     pub async fn refresh(&self, slurm: &dyn Slurm) -> Result<Vec<PodKey>, SlurmError> {
         let began = Instant::now();
-        let (since, poll, last) = {
+        let (since, poll) = {
             let mut state = self.write();
             state.listing_since = Some(began);
             let pending = job_poll::Pending { doubts: !state.doubts.is_empty(), touched: !state.touched.is_empty() };
             let since = if state.doubts.is_empty() { state.last_update } else { None };
             let poll = job_poll::plan(state.full_listing.as_ref(), pending, self.states_first_from);
-            (since, poll, state.full_listing)
+            (since, poll)
         };
-        let listed = self.list(slurm, since, poll, last, began).await;
+        let listed = self.list(slurm, since, poll, began).await;
         let mut state = self.write();
         state.listing_since = None;
         state.last_error = listed.as_ref().err().map(ToString::to_string);
@@ -332,18 +332,17 @@ impl JobCache {
         slurm: &dyn Slurm,
         since: Option<u64>,
         poll: JobPoll,
-        last: Option<FullListing>,
         began: Instant,
     ) -> Result<Listed, SlurmError> {
-        let states = match (poll, last) {
-            (JobPoll::StatesFirst, Some(last)) => {
+        let states = match poll {
+            JobPoll::StatesFirst(last) => {
                 let states = slurm.job_states().await?;
                 if job_poll::after_states(&last, states, began) == AfterStates::Unchanged {
                     return Ok(Listed::Standing);
                 }
                 Some(states)
             }
-            _ => None,
+            JobPoll::FullListing => None,
         };
         Ok(Listed::Page(slurm.jobs(since).await?, states))
     }

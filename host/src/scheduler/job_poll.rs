@@ -17,7 +17,7 @@ pub const STATES_FIRST_FROM_JOBS: usize = 1_000;
 pub const FULL_LISTING_AT_LEAST_EVERY: Duration = Duration::from_secs(10);
 
 /// The last full listing the cache holds (or Slurm's word that nothing changed since the one before).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FullListing {
     pub began: Instant,
     /// Records listed (a pending array is one).
@@ -30,7 +30,8 @@ pub struct FullListing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobPoll {
     FullListing,
-    StatesFirst,
+    /// The states, compared with those before this last full listing.
+    StatesFirst(FullListing),
 }
 
 /// What a poll does once it has the states.
@@ -56,7 +57,7 @@ pub struct Pending {
 pub fn plan(last: Option<&FullListing>, pending: Pending, states_first_from: usize) -> JobPoll {
     match last {
         _ if pending.doubts || pending.touched => JobPoll::FullListing,
-        Some(last) if last.jobs >= states_first_from => JobPoll::StatesFirst,
+        Some(last) if last.jobs >= states_first_from => JobPoll::StatesFirst(*last),
         _ => JobPoll::FullListing,
     }
 }
@@ -91,10 +92,11 @@ mod tests {
     fn a_poll_looks_at_the_states_first_only_at_scale_and_with_nothing_pending() {
         let at = |jobs| FullListing { began: Instant::now(), jobs, states: None };
         let nothing = Pending::default();
+        let many = at(1_000);
         let cases = [
             ("never listed", None, nothing, JobPoll::FullListing),
             ("few jobs", Some(at(999)), nothing, JobPoll::FullListing),
-            ("many jobs", Some(at(1_000)), nothing, JobPoll::StatesFirst),
+            ("many jobs", Some(many), nothing, JobPoll::StatesFirst(many)),
             ("a submission in doubt", Some(at(10_000)), Pending { doubts: true, ..nothing }, JobPoll::FullListing),
             ("this host cancelled", Some(at(10_000)), Pending { touched: true, ..nothing }, JobPoll::FullListing),
         ];
