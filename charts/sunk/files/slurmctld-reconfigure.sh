@@ -12,7 +12,12 @@ changed() {
   return 1
 }
 pending=false
-while sleep "${RECONFIGURE_INTERVAL:-5}"; do
+# PID 1 of its container: without a handler SIGTERM would be ignored, holding the pod's deletion for
+# its whole grace period.
+trap 'exit 0' TERM INT
+while :; do
+  sleep "${RECONFIGURE_INTERVAL:-5}" &
+  wait $!
   if changed; then
     for file in "$src"/*.conf "$src"/*.yaml; do
       [ -e "$file" ] || continue
@@ -22,6 +27,12 @@ while sleep "${RECONFIGURE_INTERVAL:-5}"; do
     pending=true
   fi
   $pending || continue
+  # A backup's sidecar (RECONFIGURE_ONLY_WITHOUT_PRIMARY) leaves the controller in control to the
+  # primary's; its own copies above are what the backup reads when it takes control.
+  if [ -n "${RECONFIGURE_ONLY_WITHOUT_PRIMARY:-}" ] && scontrol ping | grep -q '^Slurmctld(primary) .* is UP'; then
+    pending=false
+    continue
+  fi
   if scontrol reconfigure; then
     pending=false
     echo "configuration changed: slurmctld reconfigured"

@@ -40,6 +40,10 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* The chart's own Slurm: Service names (the slurmctld Service name is also slurmctld's host name). */}}
 {{- define "sunk.slurmctld" -}}{{ include "sunk.fullname" . }}-slurmctld{{- end }}
+{{/* With controller.backup: the backup slurmctld's StatefulSet and Service, and its one pod (whose
+name is its host name, the second SlurmctldHost). */}}
+{{- define "sunk.slurmctldBackup" -}}{{ include "sunk.slurmctld" . }}-backup{{- end }}
+{{- define "sunk.slurmctldBackupPod" -}}{{ include "sunk.slurmctldBackup" . }}-0{{- end }}
 {{- define "sunk.slurmrestd" -}}{{ include "sunk.fullname" . }}-slurmrestd{{- end }}
 {{- define "sunk.slurmdbd" -}}{{ include "sunk.fullname" . }}-slurmdbd{{- end }}
 {{- define "sunk.mariadb" -}}{{ include "sunk.fullname" . }}-mariadb{{- end }}
@@ -71,8 +75,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "sunk.slurmUrl" -}}
 {{- if .Values.slurmCluster.enabled }}http://{{ include "sunk.slurmrestd" . }}.{{ include "sunk.svcDomain" . }}:6820{{ else }}{{ .Values.slurm.url }}{{ end }}
 {{- end }}
+{{/* slurmctld's host:port for configless clients (--conf-server): with a backup, both, primary first. */}}
 {{- define "sunk.slurmctldAddress" -}}
-{{- if .Values.slurmCluster.enabled }}{{ include "sunk.slurmctld" . }}.{{ include "sunk.svcDomain" . }}:6817{{ else }}{{ .Values.slurm.slurmctldAddress }}{{ end }}
+{{- if .Values.slurmCluster.enabled }}{{ include "sunk.slurmctld" . }}.{{ include "sunk.svcDomain" . }}:6817
+{{- if .Values.slurmCluster.controller.backup.enabled }},{{ include "sunk.slurmctldBackup" . }}.{{ include "sunk.svcDomain" . }}:6817{{ end }}
+{{- else }}{{ .Values.slurm.slurmctldAddress }}{{ end }}
 {{- end }}
 {{- define "sunk.killWait" -}}
 {{- if .Values.slurmCluster.enabled }}{{ .Values.slurmCluster.config.killWait }}{{ else }}{{ .Values.slurm.killWait }}{{ end }}

@@ -147,11 +147,15 @@ impl Release {
     /// A Slurm command run inside the slurmctld pod (Slurm's commands, auth/slurm, authenticate through the
     /// local daemon's socket); its standard output.
     pub(crate) fn slurm(&self, args: &[&str]) -> anyhow::Result<String> {
-        let deployment = format!("deploy/{}-slurmctld", self.name);
-        let mut command = vec!["-n", self.namespace(), "exec", &deployment, "-c", "slurmctld", "--"];
+        self.slurm_in(&format!("deploy/{}-slurmctld", self.name), args)
+    }
+
+    /// A Slurm command run in the slurmctld container of `pod` (`deploy/...`, or a pod's name).
+    pub(crate) fn slurm_in(&self, pod: &str, args: &[&str]) -> anyhow::Result<String> {
+        let mut command = vec!["-n", self.namespace(), "exec", pod, "-c", "slurmctld", "--"];
         command.extend_from_slice(args);
         let Output { status, stdout, stderr } = kubectl(&command).output()?;
-        anyhow::ensure!(status.success(), "{args:?} in slurmctld: {}", String::from_utf8_lossy(&stderr));
+        anyhow::ensure!(status.success(), "{args:?} in {pod}: {}", String::from_utf8_lossy(&stderr));
         Ok(String::from_utf8_lossy(&stdout).into_owned())
     }
 

@@ -4,6 +4,7 @@
 mod bursts;
 mod chart;
 mod chart_accounting;
+mod chart_backup;
 mod chart_login;
 mod chart_rbac;
 mod chart_release;

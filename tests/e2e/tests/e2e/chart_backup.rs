@@ -1,0 +1,117 @@
+//! A backup slurmctld (`slurmCluster.controller.backup`) on the state claim both controllers mount.
+//! The primary's pod lost: the backup takes control, the running job runs on, and a pod that arrived
+//! meanwhile is bound. The primary back: it stops the backup's pod first and loads the state the
+//! backup saved, so nothing done meanwhile is lost.
+
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use sunk_e2e::{pod, wait_for};
+
+use super::chart_release::*;
+
+/// The chart's state claim, which the test binds in advance to a volume both controllers mount.
+const STATE_CLAIM: &str = "sunk-slurmctld-state";
+const BACKUP_POD: &str = "sunk-slurmctld-backup-0";
+/// The chart's SlurmctldTimeout (20 s) and the backup's pings, with room for a busy machine.
+const TAKEOVER: Duration = Duration::from_secs(180);
+
+#[tokio::test]
+async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_returning_primary_loses_nothing()
+-> anyhow::Result<()> {
+    // Declared first, dropped last: after the release is uninstalled.
+    let _state: StaticVolume;
+    let release = Release::new("chart-backup").await?;
+    _state = StaticVolume::bound_to(release.namespace(), STATE_CLAIM, "ReadWriteMany")?;
+    let values = [
+        "--set",
+        "slurmCluster.controller.backup.enabled=true",
+        "--set",
+        "slurmCluster.controller.persistence.enabled=true",
+        "--set-json",
+        r#"slurmCluster.controller.persistence.accessModes=["ReadWriteMany"]"#,
+    ]
+    .map(String::from);
+    release.install_with(&values, &["slurmctld-backup"]).await?;
+    let (busy, free) = (NODES[0], NODES[1]);
+    let running = sleep_job(&release, busy).await?;
+    let standing_by = backup_uid(&release).await?;
+
+    // The primary's pod lost for good, as with its Node: its Deployment scaled to 0.
+    let lost = Instant::now();
+    release.scale("slurmctld", 0)?;
+    wait_for("the primary slurmctld's pod to be gone", READY, || async {
+        release.pods_of("slurmctld").await.ok()?.is_empty().then_some(())
+    })
+    .await?;
+    // A pod for sunk arrives while no controller is in control.
+    let mut waiting = pod("waiting", "500m", "128Mi");
+    waiting["spec"]["schedulerName"] = release.scheduler_name().into();
+    let waiting_uid = release.cluster.create_pod(waiting).await?.uid().unwrap_or_default();
+
+    let accepted = wait_for("the backup slurmctld to accept a job", TAKEOVER, || async {
+        release.slurm_in(BACKUP_POD, &["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "--wrap", "true"]).ok()
+    })
+    .await?;
+    let accepted = accepted.trim().to_string();
+    let took_over = lost.elapsed();
+    release
+        .cluster
+        .wait_pod("waiting", "the pod that arrived meanwhile to be bound through the backup and run", TAKEOVER, |pod| {
+            pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
+        })
+        .await?;
+    let bound = lost.elapsed();
+    let state = release.slurm_in(BACKUP_POD, &["squeue", "-h", "-j", &running, "-o", "%T"])?;
+    assert_eq!(state.trim(), "RUNNING", "job {running} under the backup");
+    println!(
+        "backup: a job accepted {:.1} s after the primary's pod was lost, the pod that waited running after {:.1} s",
+        took_over.as_secs_f64(),
+        bound.as_secs_f64()
+    );
+
+    // The primary back: it stops the backup's pod, then loads the state the backup saved.
+    let returned = Instant::now();
+    release.scale("slurmctld", 1)?;
+    wait_ready(&release, "slurmctld", 1).await?;
+    let handed_back = returned.elapsed();
+    wait_ready(&release, "slurmctld-backup", 1).await?;
+    assert_ne!(backup_uid(&release).await?, standing_by, "the backup's pod was not replaced");
+    println!("backup: the returning primary Ready after {:.1} s", handed_back.as_secs_f64());
+
+    // Nothing lost: the job that ran through it all, the job the backup accepted, the placeholder of the
+    // pod it bound, and both nodes.
+    assert_eq!(release.job_state(&running)?.as_deref(), Some("RUNNING"), "job {running} after the hand-back");
+    let jobs = release.slurm(&["scontrol", "-o", "show", "jobs"])?;
+    assert!(
+        jobs.lines().any(|job| job.starts_with(&format!("JobId={accepted} "))),
+        "job {accepted}, which the backup accepted, after the hand-back: {jobs}"
+    );
+    let placeholder = jobs.lines().find(|job| job.contains(&waiting_uid)).unwrap_or_default();
+    assert!(placeholder.contains("JobState=RUNNING"), "the waiting pod's placeholder after the hand-back: {jobs}");
+    let nodes = release.slurm_nodes().unwrap_or_default();
+    for node in [busy, free] {
+        assert!(nodes.iter().any(|(name, _)| name == node), "node {node} after the hand-back: {nodes:?}");
+    }
+
+    // The primary schedules again: a new pod takes the room the cancelled job leaves.
+    release.slurm(&["scancel", &running])?;
+    let mut after = pod("after", "500m", "128Mi");
+    after["spec"]["schedulerName"] = release.scheduler_name().into();
+    release.cluster.create_pod(after).await?;
+    release
+        .cluster
+        .wait_pod("after", "a pod bound through the primary after the hand-back", READY, |pod| {
+            pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
+        })
+        .await?;
+    release.cluster.delete_pod("after").await?;
+    release.cluster.delete_pod("waiting").await?;
+    Ok(())
+}
+
+/// The backup's pod's uid, once it is Ready (standing by).
+async fn backup_uid(release: &Release) -> anyhow::Result<String> {
+    let pods = wait_ready(release, "slurmctld-backup", 1).await?;
+    Ok(pods.first().and_then(|pod| pod.uid()).unwrap_or_default())
+}
