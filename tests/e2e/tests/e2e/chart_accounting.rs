@@ -61,7 +61,7 @@ fn sacct(release: &Release) -> anyhow::Result<String> {
 async fn pods_are_accounted_to_their_granted_account_and_a_qos_holds_a_users_second_job() -> anyhow::Result<()> {
     let release = Release::new("chart-acct").await?;
     let ml = json!([{"name": "ml", "description": "machine learning"}]);
-    release.install_with(&accounting_values(&release, ml), &["slurmdbd", "mariadb"]).await?;
+    release.install_with(&accounting_values(&release, ml), &[("slurmdbd", 1), ("mariadb", 1)]).await?;
     let password = database_password(&release)?;
 
     // Two pods asking for QOS `one`, one after the other: the first runs, as alice under ml; the

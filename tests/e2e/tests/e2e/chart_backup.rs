@@ -1,6 +1,6 @@
-//! A backup slurmctld (`slurmCluster.controller.backup`) on the state claim both controllers mount.
-//! The primary's pod lost: the backup takes control, the running job runs on, and a pod that arrived
-//! meanwhile is bound. The primary back: it stops the backup's pod first and loads the state the
+//! A backup slurmctld (`slurmCluster.controller.backup`) on the state claim both controllers mount,
+//! and two slurmrestd replicas. The primary's pod lost, and a slurmrestd pod: the backup takes
+//! control, the running job runs on, and a pod that arrived meanwhile is bound. The primary back: it stops the backup's pod first and loads the state the
 //! backup saved, so nothing done meanwhile is lost.
 
 use std::time::{Duration, Instant};
@@ -30,16 +30,21 @@ async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_ret
         "slurmCluster.controller.persistence.enabled=true",
         "--set-json",
         r#"slurmCluster.controller.persistence.accessModes=["ReadWriteMany"]"#,
+        "--set",
+        "slurmCluster.restapi.replicas=2",
     ]
     .map(String::from);
-    release.install_with(&values, &["slurmctld-backup"]).await?;
+    release.install_with(&values, &[("slurmctld-backup", 1), ("slurmrestd", 2)]).await?;
     let (busy, free) = (NODES[0], NODES[1]);
     let running = sleep_job(&release, busy).await?;
     let standing_by = backup_uid(&release).await?;
 
-    // The primary's pod lost for good, as with its Node: its Deployment scaled to 0.
+    // The primary's pod lost for good, as with its Node (its Deployment scaled to 0), and one of the two
+    // slurmrestd pods with it.
     let lost = Instant::now();
     release.scale("slurmctld", 0)?;
+    let restd = release.pods_of("slurmrestd").await?.first().map(|pod| pod.name_any()).unwrap_or_default();
+    release.cluster.delete_pod(&restd).await?;
     wait_for("the primary slurmctld's pod to be gone", READY, || async {
         release.pods_of("slurmctld").await.ok()?.is_empty().then_some(())
     })
@@ -76,6 +81,7 @@ async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_ret
     wait_ready(&release, "slurmctld", 1).await?;
     let handed_back = returned.elapsed();
     wait_ready(&release, "slurmctld-backup", 1).await?;
+    wait_ready(&release, "slurmrestd", 2).await?;
     assert_ne!(backup_uid(&release).await?, standing_by, "the backup's pod was not replaced");
     println!("backup: the returning primary Ready after {:.1} s", handed_back.as_secs_f64());
 

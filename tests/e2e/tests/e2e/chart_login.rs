@@ -174,7 +174,7 @@ async fn a_user_logs_in_submits_a_job_that_runs_as_them_and_sees_it_beside_the_p
     _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
     let mut ssh = SshClient::new(&release)?;
     let values = whole_cluster_values(&release, &ssh.public_key()?);
-    release.install_with(&values, &["login", "slurmdbd", "mariadb"]).await?;
+    release.install_with(&values, &[("login", 1), ("slurmdbd", 1), ("mariadb", 1)]).await?;
     ssh.trust_login_of(&release)?;
     ssh.wait_login().await?;
     // `helm test` checks the host key and logs in as the user to run a job (its pod is gone once it
@@ -260,7 +260,7 @@ async fn a_user_of_the_companion_directory_logs_in_and_their_job_runs_as_them() 
     let release = Release::new("chart-ldap").await?;
     _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
     let mut ssh = SshClient::new(&release)?;
-    release.install_with(&directory_values(&ssh.public_key()?), &["login", "ldap"]).await?;
+    release.install_with(&directory_values(&ssh.public_key()?), &[("login", 1), ("ldap", 1)]).await?;
     ssh.trust_login_of(&release)?;
     // sshd finds the user only through the pod's nslcd and the directory.
     ssh.wait_login().await?;

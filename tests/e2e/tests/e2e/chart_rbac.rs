@@ -11,8 +11,8 @@ use sunk_e2e::{CHART, Cluster, repo_root};
 #[tokio::test]
 async fn the_charts_rbac_is_exactly_the_checked_in_list() -> anyhow::Result<()> {
     let cluster = Cluster::connect("chart-rbac").await?;
-    // The host alone; the whole cluster, with a NodeSet (its cleanup hook), a Secret for modules and a
-    // grant by namespace label;
+    // The host alone; the whole cluster, with a NodeSet (its cleanup hook), a Secret for modules, a
+    // grant by namespace label and a backup slurmctld;
     // and the host scheduling in two namespaces only.
     let whole_cluster = [
         "--set",
@@ -23,6 +23,12 @@ async fn the_charts_rbac_is_exactly_the_checked_in_list() -> anyhow::Result<()> 
         "policies.secretNames={modules}",
         "--set-json",
         r#"tenancy.grants=[{"namespaceSelector":{"matchLabels":{"team":"ml"}}}]"#,
+        "--set",
+        "slurmCluster.controller.backup.enabled=true",
+        "--set",
+        "slurmCluster.controller.persistence.enabled=true",
+        "--set",
+        "slurmCluster.controller.persistence.accessModes={ReadWriteMany}",
     ];
     let scope_namespace = ["--set", "scope.type=namespace", "--set", "scope.namespaces={team}"];
     let renders: [(&[&str], &str); 3] =

@@ -112,16 +112,19 @@ impl Release {
     }
 
     /// `helm install` with the tests' values and `extra` arguments (`--set-json`, ...), then waits for
-    /// it all, the one pod of each of `components` too.
-    pub(crate) async fn install_with(&self, extra: &[String], components: &[&str]) -> anyhow::Result<()> {
+    /// it all: the pods of each of `components` too, as many as it says (one slurmctld and one
+    /// slurmrestd unless it says otherwise).
+    pub(crate) async fn install_with(&self, extra: &[String], components: &[(&str, usize)]) -> anyhow::Result<()> {
         let started = Instant::now();
         let mut values = values(self.namespace(), 30, "1");
         values.extend_from_slice(extra);
         let helm_wait = helm_deploy(self, "install", &values)?;
         // The chart's default host: two replicas, one leading.
         wait_ready(self, "host", 2).await?;
-        for component in ["slurmctld", "slurmrestd"].iter().chain(components) {
-            wait_ready(self, component, 1).await?;
+        let defaults = [("slurmctld", 1), ("slurmrestd", 1)];
+        let defaults = defaults.iter().filter(|(name, _)| components.iter().all(|(given, _)| given != name));
+        for (component, count) in defaults.chain(components) {
+            wait_ready(self, component, *count).await?;
         }
         wait_ready(self, "slurmd", NODES.len()).await?;
         wait_idle(self, &NODES).await?;
