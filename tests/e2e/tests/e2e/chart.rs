@@ -74,6 +74,13 @@ async fn the_chart_lints_and_refuses_misspelt_or_mistyped_values_naming_them() -
         r#"slurmCluster.nodesets=[{"name":"cpu","partitions":["bach"]}]"#,
     ])?;
     assert!(partition.contains(r#"slurmCluster.nodesets[cpu].partitions: "bach" is not in"#), "{partition}");
+    // A backup slurmctld takes control from the state the primary saved: on a claim both can mount.
+    let backup = ["--set", "slurmCluster.enabled=true", "--set", "slurmCluster.controller.backup.enabled=true"];
+    let without_state = refused(&backup)?;
+    assert!(without_state.contains("backup needs slurmCluster.controller.persistence.enabled"), "{without_state}");
+    let single_node_claim =
+        refused(&[&backup[..], &["--set", "slurmCluster.controller.persistence.enabled=true"]].concat())?;
+    assert!(single_node_claim.contains("persistence.accessModes [ReadWriteMany]"), "{single_node_claim}");
 
     // Nothing was installed.
     let releases = cluster.helm(&["list", "--all", "--short"])?;
