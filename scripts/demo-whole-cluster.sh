@@ -17,25 +17,30 @@ mkdir -p "$demo/home"
 log "installing the whole cluster (examples/helm/whole-cluster.yaml, release hpc in namespace hpc)"
 kubectl label node kube-node-3 kube-node-4 sunk.dev/pool=cpu --overwrite >/dev/null
 kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-# The shared home: a hostPath volume serves, since the local cluster's Nodes are one machine. The
-# database stays on an emptyDir (persistence off): the demo keeps no accounts across clusters.
-# Its claim gone (the namespace was deleted), the volume is Released and binds no new claim: made
-# afresh, the files stay.
-if [[ $(kubectl get pv hpc-home -o jsonpath='{.status.phase}' 2>/dev/null) == Released ]]; then
-  kubectl delete pv hpc-home --wait >/dev/null
-fi
-kubectl apply -f - >/dev/null <<VOLUME
+# The shared home and slurmctld's state (both controllers mount it): hostPath volumes serve, since
+# the local cluster's Nodes are one machine. The database stays on an emptyDir (persistence off): the
+# demo keeps no accounts across clusters. A claim gone (the namespace was deleted), its volume is
+# Released and binds no new claim: made afresh, the files stay.
+shared_volume() {
+  local name=$1 claim=$2 path=$3
+  if [[ $(kubectl get pv "$name" -o jsonpath='{.status.phase}' 2>/dev/null) == Released ]]; then
+    kubectl delete pv "$name" --wait >/dev/null
+  fi
+  kubectl apply -f - >/dev/null <<VOLUME
 apiVersion: v1
 kind: PersistentVolume
-metadata: {name: hpc-home}
+metadata: {name: $name}
 spec:
   capacity: {storage: 10Gi}
   accessModes: [ReadWriteMany]
   storageClassName: ""
   persistentVolumeReclaimPolicy: Retain
-  hostPath: {path: $demo/home, type: DirectoryOrCreate}
-  claimRef: {namespace: $namespace, name: hpc-sunk-home}
+  hostPath: {path: $path, type: DirectoryOrCreate}
+  claimRef: {namespace: $namespace, name: $claim}
 VOLUME
+}
+shared_volume hpc-home hpc-sunk-home "$demo/home"
+shared_volume hpc-slurmctld-state hpc-sunk-slurmctld-state "$demo/slurmctld-state"
 images=()
 for daemon in slurmctld slurmrestd slurmd slurmdbd login; do
   images+=(--set "slurmCluster.images.$daemon.repository=$SLURM_IMAGE_REPO/$daemon" --set "slurmCluster.images.$daemon.tag=$SLURM_VERSION")
@@ -93,5 +98,8 @@ echo "  alice@login\$ squeue                 # her job beside pod hpc/notebook's
 as_alice squeue -o "'%.5i %.18j %.7u %.4a %.8T %N'" | sed 's/^/    /'
 echo "  alice@login\$ sacct -X -j ...         # accounting, pods included"
 as_alice sacct -X -j "$quick,$sleeping,$(placeholder)" -o JobID,JobName%18,User,Account,State | sed 's/^/    /'
+echo "  alice@login\$ scontrol ping         # the primary slurmctld, and the backup standing by"
+as_alice scontrol ping | sed 's/^/    /'
+as_alice scontrol ping | grep -q '^Slurmctld(backup) .* is UP' || die "the backup slurmctld does not answer"
 echo "  kubectl -n hpc get pod notebook      # the pod, on the Node its placeholder runs on"
 kubectl -n "$namespace" get pod notebook -o wide | awk '{print "    " $1, $2, $3, $7}'
