@@ -36,9 +36,10 @@ case $status in
     echo "stopping the backup slurmctld's pod $BACKUP_POD ($old) before starting"
     request DELETE
     case $status in 200 | 202 | 404) ;; *) echo "deleting pod $BACKUP_POD: HTTP $status: $body" >&2; exit 1 ;; esac
-    waited=0
+    since=$(date +%s)
     while :; do
       request GET
+      waited=$(($(date +%s) - since))
       if [ "$status" = 404 ] || { [ "$status" = 200 ] && [ "$(uid)" != "$old" ]; }; then
         break
       fi
@@ -46,7 +47,6 @@ case $status in
         echo "pod $BACKUP_POD ($old) is still there after ${waited}s (HTTP $status); not starting beside it" >&2
         exit 1
       fi
-      waited=$((waited + 1))
       sleep 1 &
       wait $!
     done

@@ -1,12 +1,13 @@
 //! A backup slurmctld (`slurmCluster.controller.backup`) on the state claim both controllers mount,
 //! and two slurmrestd replicas. The primary's pod lost, and a slurmrestd pod: the backup takes
-//! control, the running job runs on, and a pod that arrived meanwhile is bound. The primary back: it stops the backup's pod first and loads the state the
-//! backup saved, so nothing done meanwhile is lost.
+//! control, the running job runs on, and a pod that arrived meanwhile is bound. The primary back: it
+//! stops the backup's pod first, starts only once that pod is gone, and loads the state the backup
+//! saved, so nothing done meanwhile is lost.
 
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use sunk_e2e::{pod, wait_for};
+use sunk_e2e::{kubectl, pod, wait_for};
 
 use super::chart_release::*;
 
@@ -75,15 +76,27 @@ async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_ret
         bound.as_secs_f64()
     );
 
-    // The primary back: it stops the backup's pod, then loads the state the backup saved.
-    let returned = Instant::now();
+    // The primary back: it deletes the backup's pod and starts only once that pod is gone. A finalizer
+    // holds the pod after its containers stopped, as a lost Node would hold it: the primary waits.
+    let held = HeldBackupPod::new(&release)?;
     release.scale("slurmctld", 1)?;
+    wait_for("the primary to delete the backup's pod, whose containers then stop", READY, || async {
+        let backup = release.cluster.pods().get(BACKUP_POD).await.ok()?;
+        let statuses = backup.status.as_ref()?.container_statuses.as_ref()?;
+        let stopped = statuses.iter().all(|status| status.state.as_ref().is_some_and(|s| s.terminated.is_some()));
+        (backup.metadata.deletion_timestamp.is_some() && stopped).then_some(())
+    })
+    .await?;
+    let primary = release.pods_of("slurmctld").await?;
+    assert!(!primary.iter().any(is_ready), "the primary started beside the backup's pod, which is not gone");
+    let released = Instant::now();
+    drop(held);
     wait_ready(&release, "slurmctld", 1).await?;
-    let handed_back = returned.elapsed();
+    let handed_back = released.elapsed();
     wait_ready(&release, "slurmctld-backup", 1).await?;
     wait_ready(&release, "slurmrestd", 2).await?;
     assert_ne!(backup_uid(&release).await?, standing_by, "the backup's pod was not replaced");
-    println!("backup: the returning primary Ready after {:.1} s", handed_back.as_secs_f64());
+    println!("backup: the primary Ready {:.1} s after the backup's pod could go", handed_back.as_secs_f64());
 
     // Nothing lost: the job that ran through it all, the job the backup accepted, the placeholder of the
     // pod it bound, and both nodes.
@@ -113,6 +126,31 @@ async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_ret
         .await?;
     release.cluster.delete_pod("after").await?;
     release.cluster.delete_pod("waiting").await?;
+    Ok(())
+}
+
+/// A finalizer on the backup's pod, taken off when dropped: a failed test must not leave a pod that
+/// keeps its namespace from going.
+struct HeldBackupPod<'r>(&'r Release);
+
+impl<'r> HeldBackupPod<'r> {
+    fn new(release: &'r Release) -> anyhow::Result<Self> {
+        patch_finalizers(release, r#"["e2e.sunk.dev/hold"]"#)?;
+        Ok(Self(release))
+    }
+}
+
+impl Drop for HeldBackupPod<'_> {
+    fn drop(&mut self) {
+        let _ = patch_finalizers(self.0, "null");
+    }
+}
+
+fn patch_finalizers(release: &Release, finalizers: &str) -> anyhow::Result<()> {
+    let patch = format!(r#"{{"metadata":{{"finalizers":{finalizers}}}}}"#);
+    let output =
+        kubectl(&["-n", release.namespace(), "patch", "pod", BACKUP_POD, "--type=merge", "-p", &patch]).output()?;
+    anyhow::ensure!(output.status.success(), "patching {BACKUP_POD}: {}", String::from_utf8_lossy(&output.stderr));
     Ok(())
 }
 
