@@ -27,6 +27,18 @@ command -v rustup >/dev/null || die "rustup is needed"
 rustup target add wasm32-unknown-unknown wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-unknown-unknown wasm32-wasip2
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# Cargo's target directory lives in the machine cache too: a fresh clone then rebuilds only the
+# workspace's own crates, not its dependencies. A checkout that has a target directory of its own
+# keeps it. The cache is emptied when it outgrows 40 GiB (each checkout path builds its own copy of
+# the workspace's crates).
+cargo_target=$SUNK_MACHINE_CACHE/cargo-target
+mkdir -p "$cargo_target"
+if (($(du -s --block-size=1G "$cargo_target" | cut -f1) > 40)); then
+  log "emptying $cargo_target (over 40 GiB)"
+  rm -rf "$cargo_target" && mkdir -p "$cargo_target"
+fi
+[[ -e $SUNK_ROOT/target || -L $SUNK_ROOT/target ]] || ln -s "$cargo_target" "$SUNK_ROOT/target"
+
 [[ ${1:-} == --packages-only ]] && exit 0
 "$SUNK_ROOT/tests/cluster/build-kube.sh"
 "$SUNK_ROOT/tests/cluster/build-slurm-root.sh"

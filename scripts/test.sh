@@ -40,6 +40,7 @@ log "unit tests"
 # Property tests draw their cases from a fixed seed here, so that the suite is deterministic; a plain
 # `cargo test` draws new ones (and keeps any failure in proptest-regressions/).
 PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261127} cargo test -q --workspace --exclude sunk-e2e
+cargo test -q -p sunk-e2e --lib --bins
 log "the decision benchmark, once, as a check (sandboxed and native job-mapper agree)"
 cargo test -q -p sunk --bench decision
 "$here/e2e.sh"

@@ -13,21 +13,24 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 mkdir -p "$SUNK_IMAGES"
 
-buildah() { command buildah --root "$SUNK_CACHE/buildah/storage" --runroot "$SUNK_CACHE/buildah/run" --storage-driver overlay "$@"; }
+buildah() {
+  command buildah --root "$SUNK_MACHINE_CACHE/buildah/storage" --runroot "$SUNK_MACHINE_CACHE/buildah/run" \
+    --storage-driver overlay "$@"
+}
 
 # --- the Debian bases -----------------------------------------------------------------------------
-# import_base SUITE IMAGE: a minimal debootstrap'd SUITE root imported as IMAGE (e.g. trixie as
-# debian:trixie-slim), made once and imported again only when the root was remade.
-import_base() {
-  local suite=$1 image=$2
-  local base_root=$SUNK_CACHE/debian-$suite
-  local stamp=$base_root/.sunk-complete
-  if [[ ! -f $stamp ]]; then
+# debian_root SUITE: a minimal debootstrap'd SUITE root under the machine cache, keyed by this
+# function's own text; prints its path.
+debian_root() {
+  local suite=$1
+  local base_root
+  base_root=$SUNK_MACHINE_CACHE/debian-root/$suite-$(declare -f debian_root | key_of /dev/stdin -- "$suite")
+  if [[ ! -f $base_root/.sunk-complete ]]; then
     log "debootstrap a minimal $suite root for the base image"
-    rm -rf "$base_root" && mkdir -p "$base_root"
+    rm -rf --one-file-system "$SUNK_MACHINE_CACHE/debian-root/$suite"-* && mkdir -p "$base_root"
     debootstrap --variant=minbase "$suite" "$base_root" "$DEBIAN_MIRROR" "$(debootstrap_script "$suite")" \
       >"$SUNK_CACHE/debootstrap-base-$suite.log" 2>&1 \
-      || { tail -20 "$SUNK_CACHE/debootstrap-base-$suite.log"; die "debootstrap of the $suite base image failed"; }
+      || { tail -20 "$SUNK_CACHE/debootstrap-base-$suite.log" >&2; die "debootstrap of the $suite base image failed"; }
     # What debian:<suite>-slim leaves out: apt caches, docs, and the mirror's package lists.
     rm -rf "$base_root"/var/cache/apt/*.bin "$base_root"/var/lib/apt/lists/* "$base_root"/usr/share/doc/* \
       "$base_root"/usr/share/man/* "$base_root"/usr/share/locale/*
@@ -35,8 +38,18 @@ import_base() {
     # file carries a Valid-Until (testing does), long past; apt would refuse it. This setting lives
     # only in the local stand-in for debian:<suite>-slim, never in a Containerfile users build.
     echo 'Acquire::Check-Valid-Until "false";' >"$base_root/etc/apt/apt.conf.d/99sunk-local-mirror"
-    date -u +%s >"$stamp"
+    date -u +%s >"$base_root/.sunk-complete"
   fi
+  echo "$base_root"
+}
+
+# import_base SUITE IMAGE: SUITE's root imported as IMAGE (e.g. trixie as debian:trixie-slim), again
+# only when the root was remade.
+import_base() {
+  local suite=$1 image=$2
+  local base_root stamp
+  base_root=$(debian_root "$suite")
+  stamp=$base_root/.sunk-complete
   local id
   id=$(cat "$stamp")
   if [[ "$(buildah inspect --type image --format '{{index .ImageAnnotations "dev.sunk.base-root"}}' "$image" 2>/dev/null)" == "$id" ]]; then

@@ -141,6 +141,17 @@ JWT they sign with the cluster's key (files/slurm-api.sh). */}}
     items: [{key: jwt.key, path: jwt.key}]
     defaultMode: 0440
 {{- end }}
+{{/* Where the chart's hook and test pods run: where the host's pods may (`nodeSelector`,
+`tolerations`). */}}
+{{- define "sunk.hookPlacement" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{- define "sunk.hookSecurityContext" -}}
 {runAsUser: 65534, runAsGroup: 65534, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 {{- end }}

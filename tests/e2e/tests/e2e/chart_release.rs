@@ -5,10 +5,19 @@
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use std::sync::LazyLock;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use sunk_e2e::{CHART, Cluster, NodeGuard, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, kubectl, node_name, wait_for};
-pub(crate) const NODES: [&str; 2] = ["kube-node-3", "kube-node-4"];
+
+/// The two Nodes a release's pods run on: `SUNK_E2E_CHART_NODES` (`a,b`), which scripts/e2e.sh sets
+/// so that each lane of chart modules has a pair of its own, or kube-node-3 and -4.
+pub(crate) static NODES: LazyLock<[&'static str; 2]> = LazyLock::new(|| {
+    let given = std::env::var("SUNK_E2E_CHART_NODES").unwrap_or_else(|_| "kube-node-3,kube-node-4".into());
+    let nodes: Vec<&'static str> = given.leak().split(',').collect();
+    nodes.try_into().expect("SUNK_E2E_CHART_NODES names two Nodes: a,b")
+});
 /// The label that puts a Node into one test's pool (NodeGuard takes it off again).
 pub(crate) const POOL: &str = "sunk.dev/e2e-pool";
 pub(crate) const READY: Duration = Duration::from_secs(120);
@@ -77,10 +86,18 @@ pub(crate) fn values(namespace: &str, kill_wait: u32, template_revision: &str) -
     args
 }
 
-/// `helm <verb> <release> charts/sunk <values> --wait`.
+/// `helm <verb> <release> charts/sunk <values> --wait`, every pod of the release kept on the test's
+/// Nodes (set last, so that no value given whole, such as `slurmCluster.login={...}`, drops it).
 pub(crate) fn helm_deploy(release: &Release, verb: &str, values: &[String]) -> anyhow::Result<Duration> {
     let mut args: Vec<&str> = vec![verb, &release.name, CHART, "--wait", "--timeout", "180s"];
     args.extend(values.iter().map(String::as_str));
+    let pool = serde_json::json!({POOL: release.namespace()});
+    let placement: Vec<String> = ["", "slurmCluster.controller.", "slurmCluster.restapi.",
+        "slurmCluster.identity.ldap.slapd.", "slurmCluster.login.", "slurmCluster.accounting."]
+    .iter()
+    .flat_map(|component| ["--set-json".to_string(), format!("{component}nodeSelector={pool}")])
+    .collect();
+    args.extend(placement.iter().map(String::as_str));
     let started = Instant::now();
     release.cluster.helm(&args)?;
     Ok(started.elapsed())
@@ -98,8 +115,8 @@ impl Release {
     /// A fresh namespace, and this test's Nodes labelled into its pool.
     pub(crate) async fn new(test: &str) -> anyhow::Result<Self> {
         let cluster = Cluster::connect(test).await?;
-        let nodes = NodeGuard::new(&NODES);
-        for node in NODES {
+        let nodes = NodeGuard::new(&*NODES);
+        for node in *NODES {
             nodes.label(node, (POOL, &cluster.namespace))?;
         }
         Ok(Release { name: "sunk".into(), cluster, _nodes: nodes })
@@ -127,7 +144,7 @@ impl Release {
             wait_ready(self, component, *count).await?;
         }
         wait_ready(self, "slurmd", NODES.len()).await?;
-        wait_idle(self, &NODES).await?;
+        wait_idle(self, &*NODES).await?;
         println!(
             "install: `helm install --wait` {:.1} s; host, slurmctld, slurmrestd, slurmd pods Ready and both Slurm nodes idle after {:.1} s",
             helm_wait.as_secs_f64(),

@@ -1,7 +1,7 @@
 //! The chart with its own Slurm, installed by the real `helm` into the local cluster: slurmctld,
 //! slurmrestd, the host and a NodeSet's slurmd pods all run as pods from the project's images. This is
 //! a second Slurm cluster, independent of the local cluster's own: its NodeSet selects only Nodes this
-//! test labels (kube-node-3 and -4), and its host keeps only the NodeSets of the release namespace and
+//! test labels (chart_release::NODES), and its host keeps only the NodeSets of the release namespace and
 //! schedules only pods naming `<namespace>-<release>`.
 
 use std::time::Instant;
@@ -93,7 +93,7 @@ async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_runn
         (template_revision(&pod) == Some("2") && is_ready(&pod)).then_some(())
     })
     .await?;
-    wait_idle(&release, &NODES).await?;
+    wait_idle(&release, &*NODES).await?;
     Ok(())
 }
 
