@@ -118,6 +118,6 @@ log "end-to-end: restarts of the API server, slurmctld and slurmrestd"
 cargo test -q -p sunk-e2e --test e2e -- --ignored --test-threads=1 2>&1 | tee "$logs/e2e-restarts.txt"
 if [[ -z $release_dependent_only ]]; then
   log "chaos: the chart's host under a steady workload while every kind of fault strikes, invariants checked"
-  cargo run -q -p sunk-e2e --bin chaos -- --minutes "${SUNK_CHAOS_MINUTES:-4}" 2>&1 | tee "$logs/e2e-chaos.txt"
+  cargo run -q -p sunk-e2e --bin chaos -- --minutes "${SUNK_CHAOS_MINUTES:-2}" 2>&1 | tee "$logs/e2e-chaos.txt"
 fi
 log "all tests passed"

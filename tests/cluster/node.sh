@@ -57,14 +57,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     conf_dir = "$dir/cni"
 TOML
 
+# Images come from build-images.sh; nothing can be pulled. Every image (the Slurm ones of the
+# cluster's version) is already in the image store up.sh made (image-store.sh): its containerd root,
+# hard-linked, but for the databases this containerd writes.
+[[ -f $SUNK_IMAGE_STORE/.complete ]] || die "no image store at SUNK_IMAGE_STORE=$SUNK_IMAGE_STORE"
+cp -al "$SUNK_IMAGE_STORE/root/." "$dir/containerd/root/"
+find "$dir/containerd/root" -name '*.db' -exec sh -c 'cp --remove-destination "$1" "$1.copy" && mv "$1.copy" "$1"' _ {} \;
+
 start "containerd-$node" containerd --config "$dir/containerd.toml"
 ctr() { command ctr --address "$socket" --namespace k8s.io "$@"; }
 wait_for "containerd of $node" 30 ctr version
-
-# Images come from build-images.sh; nothing can be pulled. The Slurm images of the cluster's version.
-for archive in "$SUNK_IMAGES"/*.tar "$SUNK_IMAGES/slurm-$SLURM_VERSION"/*.tar; do
-  ctr images import --all-platforms "$archive" >/dev/null
-done
 
 # The kubelet's cgroup root, in every hierarchy (cpuset needs its CPUs and memory nodes filled in
 # before anything can join it).

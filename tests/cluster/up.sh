@@ -112,7 +112,9 @@ start kube-proxy "$SUNK_BIN/kube-proxy" --kubeconfig "$SUNK_STATE/kube-proxy.kub
   --conntrack-tcp-timeout-close-wait 0 --metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256 --v 1
 
 # --- Nodes ------------------------------------------------------------------------------------------
-log "starting ${NODES[*]}: containerd (importing the images) and kubelet each"
+SUNK_IMAGE_STORE=$("$here/image-store.sh")
+export SUNK_IMAGE_STORE
+log "starting ${NODES[*]}: containerd (a copy of the image store) and kubelet each"
 node_pids=()
 for i in "${!NODES[@]}"; do
   "$here/node.sh" $((i + 1)) &

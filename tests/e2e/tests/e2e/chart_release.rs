@@ -92,8 +92,14 @@ pub(crate) fn helm_deploy(release: &Release, verb: &str, values: &[String]) -> a
     let mut args: Vec<&str> = vec![verb, &release.name, CHART, "--wait", "--timeout", "180s"];
     args.extend(values.iter().map(String::as_str));
     let pool = serde_json::json!({POOL: release.namespace()});
-    let placement: Vec<String> = ["", "slurmCluster.controller.", "slurmCluster.restapi.",
-        "slurmCluster.identity.ldap.slapd.", "slurmCluster.login.", "slurmCluster.accounting."]
+    let placement: Vec<String> = [
+        "",
+        "slurmCluster.controller.",
+        "slurmCluster.restapi.",
+        "slurmCluster.identity.ldap.slapd.",
+        "slurmCluster.login.",
+        "slurmCluster.accounting.",
+    ]
     .iter()
     .flat_map(|component| ["--set-json".to_string(), format!("{component}nodeSelector={pool}")])
     .collect();

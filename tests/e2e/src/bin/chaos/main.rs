@@ -4,8 +4,8 @@
 //! to Slurm as job arrays, two-pod gangs, preemptors, pods deleted while they run) beside Slurm batch
 //! jobs, while faults are injected one after another (see `faults`): the leader killed or frozen past
 //! its Lease, slurmctld, slurmrestd, the API server or a kubelet restarted, a slurmd pod deleted, a
-//! Node cordoned. The invariants (see `invariants`)
-//! are checked on every sample and at the end.
+//! Node cordoned. The run lasts `--minutes`, or longer until every fault has struck once. The
+//! invariants (see `invariants`) are checked on every sample and at the end.
 //!
 //! `cargo run -p sunk-e2e --bin chaos -- [--minutes 3] [--seed 1] [--faults all|none|<kind>,...]`,
 //! with the cluster up (tests/cluster/up.sh; the host image is the one up.sh built).
@@ -87,7 +87,9 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
     let mut in_flight: Option<faults::Injected> = None;
     let order = Fault::shuffled(&args.faults, &mut random);
     let mut injected_count = 0;
-    while Instant::now() < end {
+    // At least `--minutes`, and until every fault of the list has struck once: a short run still
+    // proves each.
+    while Instant::now() < end || injected_count < order.len() {
         workload.tick(world, &mut random).await;
         let sample = invariants.sample(world, &workload).await;
         if let Some(sample) = &sample {
