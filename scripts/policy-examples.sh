@@ -20,7 +20,14 @@ done
 # The abuse suite's hostile job-mapper, for the end-to-end tests of a module that fails.
 "$sunk" policy build tests/policies/abuse -o target/examples/abuse.wasm
 
-# The bundled job-mapper, as compiled into this sunk binary (crates/policy/build.rs writes it to OUT_DIR).
-bundled=$(ls -t target/debug/build/sunk-policy-runtime-*/out/job_mapper.wasm 2>/dev/null | head -n1)
-[[ -n $bundled ]] || die "the bundled job_mapper.wasm is missing under target/debug/build/sunk-*/out"
+# The bundled job-mapper, as compiled into this sunk binary (crates/policy/build.rs writes it to
+# OUT_DIR): Cargo names that folder, as the target directory may hold other checkouts' builds too.
+out_dir=$(cargo build -q -p sunk --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") == "build-script-executed" and "sunk-policy-runtime" in message["package_id"]:
+        print(message["out_dir"])')
+bundled=$out_dir/job_mapper.wasm
+[[ -n $out_dir && -f $bundled ]] || die "the bundled job_mapper.wasm is missing (OUT_DIR of sunk-policy-runtime: $out_dir)"
 "$sunk" policy test "$bundled" policies/job-mapper/cases.yaml

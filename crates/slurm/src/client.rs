@@ -51,9 +51,8 @@ pub struct SlurmClient {
     /// to writes: a drain must not wait behind a listing of 10,000 jobs.
     listings: Arc<tokio::sync::Semaphore>,
     /// Node listings have a lane of their own, beside the slots: every decision rests on the node
-    /// view, which goes stale 7 s after its last listing was asked for, and behind listings of
-    /// 10,000 jobs (3.6 s each) a node listing waited 2.5 s on average for the one listing slot
-    /// (docs/benchmarks.md, scale-bench).
+    /// view, which goes stale 7 s after its last listing was asked for, and a listing of 10,000 jobs
+    /// holds a listing slot for seconds.
     node_listings: Arc<tokio::sync::Semaphore>,
     /// What requests speak: v0.0.42 without requeue until [`SlurmClient::discover`] chooses.
     spoken: Arc<ArcSwap<Spoken>>,

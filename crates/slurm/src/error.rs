@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn recognises_a_refused_task_update() {
-        // As slurmrestd 24.11.5 answered the chaos run's update of task 159_1.
+        // slurmrestd 24.11.5's answer to an update naming an array's task.
         let description = "Query empty or not RFC7320 compliant: Rejecting request. Submit job update against \
                            Array Job's JobID instead of array task id.";
         let message = ApiMessage { description: description.into(), error_number: 9000, ..Default::default() };

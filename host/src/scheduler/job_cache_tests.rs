@@ -119,9 +119,8 @@ fn a_cancelled_job_reads_as_over_with_its_new_comment_until_listed() {
 
 #[test]
 fn a_listing_that_began_before_a_cancellation_does_not_bring_the_job_back() {
-    // The CI failure this guards against: a job replaced (marked, cancelled) while a listing was in
-    // flight came back RUNNING with that listing, beside its successor, and the successor was
-    // cancelled as the duplicate.
+    // Otherwise a job replaced (marked, cancelled) while a listing was in flight comes back RUNNING
+    // with that listing, beside its successor, and the successor is cancelled as the duplicate.
     let cache = JobCache::default();
     let on_n4 = |job: Job| Job { nodes: "n4".into(), ..job };
     cache.replace(vec![on_n4(job(56, "a", "RUNNING"))], 1, Instant::now());

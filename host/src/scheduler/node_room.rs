@@ -2,8 +2,8 @@
 //! placeholder ends; the kubelet counts a pod's requests until it has torn the pod down: a deleted
 //! pod until its containers have stopped, and a pod that finished (Succeeded, Failed) until its
 //! sandbox is gone too (the kubelet counts terminal pods it is still terminating). A pod bound in
-//! between is refused by the kubelet (`OutOfcpu`, `OutOfmemory`) and fails for good: the chaos run
-//! saw 6 of 139 pods lost (docs/chaos.md). So the bind waits while such a pod holds the room.
+//! between is refused by the kubelet (`OutOfcpu`, `OutOfmemory`) and fails for good, so the bind
+//! waits while such a pod holds the room.
 
 use k8s_openapi::api::core::v1::Node;
 
