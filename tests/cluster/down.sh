@@ -8,16 +8,20 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
 source "$here/lib.sh"
 
+# stop NAME...: stops these processes (by pidfile) side by side, and waits for all of them.
+stop() {
+  local name pidfile
+  for name in "$@"; do
+    pidfile=$SUNK_STATE/pids/$name.pid
+    [[ -f $pidfile ]] && stop_pid "$(cat "$pidfile")" &
+  done
+  wait
+}
 # The demo host first, then the kubelets (so they stop starting containers), then the rest.
-names=(host nodeset-host)
-for node in "${NODES[@]}"; do names+=("kubelet-$node"); done
-names+=(kube-proxy coredns kube-scheduler kube-controller-manager)
-for node in "${NODES[@]}"; do names+=("containerd-$node"); done
-names+=(kube-apiserver slurmrestd slurmctld etcd)
-for name in "${names[@]}"; do
-  pidfile=$SUNK_STATE/pids/$name.pid
-  [[ -f $pidfile ]] && stop_pid "$(cat "$pidfile")"
-done
+stop host nodeset-host
+stop "${NODES[@]/#/kubelet-}"
+stop kube-proxy coredns kube-scheduler kube-controller-manager "${NODES[@]/#/containerd-}"
+stop kube-apiserver slurmrestd slurmctld etcd
 
 # Containers outlive containerd: their shims (started with our state dir in their arguments) and
 # every process in a Node's cgroups go.
