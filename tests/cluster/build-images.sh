@@ -76,7 +76,8 @@ build() {
     echo "$tag $target $base"
     buildah inspect --type image --format '{{.FromImageID}}' "$base"
     cat "$containerfile"
-    find "$context" -maxdepth 1 -type f -print0 | sort -z | xargs -0 sha256sum
+    # Relative paths: the same context in another clone is the same input.
+    cd "$context" && find . -maxdepth 1 -type f -print0 | sort -z | xargs -0 sha256sum
   ) | sha256sum | cut -d' ' -f1)
   if [[ -f $archive && -f $stamp && "$(cat "$stamp")" == "$inputs" ]]; then
     log "image $tag: cached"
