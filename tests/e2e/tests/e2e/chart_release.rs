@@ -3,9 +3,8 @@
 //! its parts to be Ready.
 
 use std::process::Output;
-use std::time::{Duration, Instant};
-
 use std::sync::LazyLock;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
