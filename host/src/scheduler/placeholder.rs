@@ -82,9 +82,11 @@ pub fn job_description(
         prefer: request.prefer,
         excluded_nodes: request.excluded_nodes,
         required_nodes: request.required_nodes,
+        // `ok` leaves Slurm's default, sharing the node's free resources: never `--oversubscribe`,
+        // whose jobs share CPUs the kubelet would refuse to give twice.
         exclusive: request.exclusive.and_then(|mode| match mode {
-            PolicyExclusive::None => None,
-            PolicyExclusive::Ok => Some(Exclusive::None),
+            PolicyExclusive::None => Some(Exclusive::None),
+            PolicyExclusive::Ok => None,
             PolicyExclusive::User => Some(Exclusive::User),
             PolicyExclusive::Mcs => Some(Exclusive::Mcs),
             PolicyExclusive::Topo => Some(Exclusive::Topo),

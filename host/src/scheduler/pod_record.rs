@@ -2,17 +2,19 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::NodeSelectorRequirement as KubeRequirement;
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement as KubeRequirement, ResourceRequirements};
 use kube::ResourceExt;
 
-use super::watched_pod::{ContainerNeeds, WatchedPod};
+use super::watched_pod::WatchedPod;
 use crate::kube::quantity;
 use crate::policy::{self, KeyValue, NodeSelectorRequirement, SelectorOperator, Toleration};
 
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
-/// Requests and limits summed the way Kubernetes sizes a pod: the containers' sum, or the
-/// largest init container if that is bigger, plus the pod overhead.
+/// Requests and limits summed the way the kubelet sizes a pod (`PodRequests` of Kubernetes's
+/// resource helpers): the containers' sum, sidecars (init containers that restart `Always`) added to
+/// it, or the largest init container with the sidecars started before it if that is bigger; pod-level
+/// CPU and memory in place of the containers' when set; the pod overhead on top.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Resources {
     cpu_request_millis: u64,
@@ -23,8 +25,7 @@ struct Resources {
 }
 
 impl Resources {
-    fn of(container: &ContainerNeeds) -> Self {
-        let resources = container.resources.as_ref();
+    fn of(resources: Option<&ResourceRequirements>) -> Self {
         let requests = resources.and_then(|r| r.requests.as_ref());
         let limits = resources.and_then(|r| r.limits.as_ref());
         let get = |map: Option<&BTreeMap<_, _>>, key: &str, parse: fn(&_) -> Option<u64>| {
@@ -53,17 +54,49 @@ impl Resources {
         }
     }
 
+    fn plus(self, other: Self) -> Self {
+        self.combine(other, u64::saturating_add)
+    }
+
     fn of_pod(pod: &WatchedPod) -> Self {
         let Some(spec) = pod.spec.as_ref() else { return Self::default() };
-        let sum = spec.containers.iter().map(Self::of).fold(Self::default(), |a, b| a.combine(b, u64::saturating_add));
-        let init =
-            spec.init_containers.iter().flatten().map(Self::of).fold(Self::default(), |a, b| a.combine(b, u64::max));
+        let mut total =
+            spec.containers.iter().map(|c| Self::of(c.resources.as_ref())).fold(Self::default(), Self::plus);
+        // Init containers start one after another; each sidecar keeps running from its start on.
+        let (mut sidecars, mut init_peak) = (Self::default(), Self::default());
+        for init in spec.init_containers.iter().flatten() {
+            let own = Self::of(init.resources.as_ref());
+            if init.restart_policy.as_deref() == Some("Always") {
+                total = total.plus(own);
+                sidecars = sidecars.plus(own);
+                init_peak = init_peak.combine(sidecars, u64::max);
+            } else {
+                init_peak = init_peak.combine(own.plus(sidecars), u64::max);
+            }
+        }
+        let mut pod = total.combine(init_peak, u64::max);
+        if let Some(level) = spec.resources.as_ref() {
+            pod = pod.with_pod_level(Self::of(Some(level)));
+        }
         let overhead = spec.overhead.as_ref().map(|overhead| Self {
             cpu_request_millis: overhead.get("cpu").and_then(quantity::millicores).unwrap_or(0),
             memory_request_bytes: overhead.get("memory").and_then(quantity::units).unwrap_or(0),
             ..Self::default()
         });
-        sum.combine(init, u64::max).combine(overhead.unwrap_or_default(), u64::saturating_add)
+        pod.plus(overhead.unwrap_or_default())
+    }
+
+    /// Pod-level resources (CPU and memory only) stand for the containers' where set; extended
+    /// resources such as GPUs are always the containers'.
+    fn with_pod_level(self, level: Self) -> Self {
+        let or_own = |pod_level: u64, own: u64| if pod_level == 0 { own } else { pod_level };
+        Self {
+            cpu_request_millis: or_own(level.cpu_request_millis, self.cpu_request_millis),
+            memory_request_bytes: or_own(level.memory_request_bytes, self.memory_request_bytes),
+            cpu_limit_millis: or_own(level.cpu_limit_millis, self.cpu_limit_millis),
+            memory_limit_bytes: or_own(level.memory_limit_bytes, self.memory_limit_bytes),
+            gpus: self.gpus,
+        }
     }
 }
 
@@ -162,6 +195,66 @@ mod tests {
         assert_eq!(record.gpus, 2);
         assert_eq!(record.termination_grace_seconds, 10);
         assert_eq!(record.annotations[0].key, "sunk.dev/qos");
+    }
+
+    /// (what, spec, (CPU millicores, memory MiB, GPUs) the kubelet counts)
+    #[test]
+    fn a_pod_is_sized_as_the_kubelet_sizes_it() {
+        let needs = |cpu: &str, gpus: u32| serde_json::json!({"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": {"nvidia.com/gpu": gpus}});
+        let container =
+            |name: &str, cpu: &str, gpus: u32| serde_json::json!({"name": name, "resources": needs(cpu, gpus)});
+        let sidecar = |name: &str, cpu: &str, gpus: u32| serde_json::json!({"name": name, "restartPolicy": "Always", "resources": needs(cpu, gpus)});
+        let cases = [
+            (
+                "containers summed",
+                serde_json::json!({"containers": [container("a", "1", 1), container("b", "500m", 0)]}),
+                (1500, 2048, 1),
+            ),
+            (
+                "a sidecar's requests added to the containers'",
+                serde_json::json!({"initContainers": [sidecar("s", "1", 1)], "containers": [container("a", "1", 1)]}),
+                (2000, 2048, 2),
+            ),
+            (
+                "an init container beside the sidecars started before it",
+                serde_json::json!({
+                    "initContainers": [sidecar("s", "1", 0), container("i", "2", 1)],
+                    "containers": [container("a", "100m", 0)]
+                }),
+                (3000, 2048, 1),
+            ),
+            (
+                "an init container before a sidecar is not counted beside it",
+                serde_json::json!({
+                    "initContainers": [container("i", "2", 0), sidecar("s", "1", 0)],
+                    "containers": [container("a", "100m", 0)]
+                }),
+                (2000, 2048, 0),
+            ),
+            (
+                "pod-level CPU and memory replace the containers'; GPUs stay theirs",
+                serde_json::json!({
+                    "resources": {"requests": {"cpu": "2", "memory": "3Gi"}},
+                    "containers": [container("a", "100m", 1), {"name": "b"}]
+                }),
+                (2000, 3072, 1),
+            ),
+            (
+                "pod-level limits alone are its requests",
+                serde_json::json!({"resources": {"limits": {"cpu": "1500m"}}, "containers": [container("a", "100m", 0)]}),
+                (1500, 1024, 0),
+            ),
+            (
+                "the overhead on top",
+                serde_json::json!({"overhead": {"cpu": "250m", "memory": "64Mi"}, "containers": [container("a", "1", 0)]}),
+                (1250, 1088, 0),
+            ),
+        ];
+        for (what, spec, (cpu, memory_mib, gpus)) in cases {
+            let record = pod_record(&pod(serde_json::json!({"metadata": {"name": "p"}, "spec": spec})));
+            let counted = (record.cpu_request_millis, record.memory_request_bytes >> 20, record.gpus);
+            assert_eq!(counted, (cpu, memory_mib, gpus), "{what}");
+        }
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct PodNeeds {
     #[serde(default)]
     pub containers: Vec<ContainerNeeds>,
     pub init_containers: Option<Vec<ContainerNeeds>>,
+    /// Pod-level requests and limits (CPU and memory), which replace the containers' sum.
+    pub resources: Option<ResourceRequirements>,
     pub overhead: Option<BTreeMap<String, Quantity>>,
     pub node_name: Option<String>,
     pub node_selector: Option<BTreeMap<String, String>>,
@@ -41,10 +43,14 @@ pub struct PodNeeds {
 
 /// A container's name and what it asks for.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContainerNeeds {
     #[serde(default)]
     pub name: String,
     pub resources: Option<ResourceRequirements>,
+    /// `Always` on an init container makes it a sidecar: it runs beside the containers, and the
+    /// kubelet counts its requests on top of theirs.
+    pub restart_policy: Option<String>,
 }
 
 /// What of `status` tells whether the pod is scheduled, running or leaving.

@@ -91,11 +91,16 @@ fn partition(value: &str, partitions: &[String]) -> Result<String, String> {
     }
 }
 
-/// Free text (the job comment).
+/// Free text (the job comment) on one line: a newline or other control character would forge lines
+/// in what squeue, sacct and the logs print.
 fn text(value: &str) -> Result<String, String> {
-    (!value.is_empty())
-        .then(|| value.to_owned())
-        .ok_or_else(|| "it must not be empty; remove the annotation instead".to_owned())
+    if value.is_empty() {
+        return Err("it must not be empty; remove the annotation instead".to_owned());
+    }
+    if value.chars().any(char::is_control) {
+        return Err("it must be one line of text without control characters".to_owned());
+    }
+    Ok(value.to_owned())
 }
 
 /// A node feature expression (`--constraint`, `--prefer`): no spaces, balanced brackets.
@@ -106,10 +111,12 @@ fn features(value: &str) -> Result<String, String> {
     })
 }
 
+/// The SUNK annotation's vocabulary: `none` shares the node with nobody, `ok` with anyone; the
+/// legacy `true` is sbatch's `--exclusive` (a whole node), `false` its default.
 fn exclusive(value: &str) -> Result<Exclusive, String> {
     match value.to_ascii_lowercase().as_str() {
-        "none" | "false" => Ok(Exclusive::None),
-        "ok" | "true" => Ok(Exclusive::Ok),
+        "none" | "true" => Ok(Exclusive::None),
+        "ok" | "false" => Ok(Exclusive::Ok),
         "user" => Ok(Exclusive::User),
         "mcs" => Ok(Exclusive::Mcs),
         "topo" => Ok(Exclusive::Topo),
@@ -266,9 +273,9 @@ mod tests {
             ("user", Exclusive::User),
             ("mcs", Exclusive::Mcs),
             ("topo", Exclusive::Topo),
-            ("true", Exclusive::Ok),
-            ("false", Exclusive::None),
-            ("TRUE", Exclusive::Ok),
+            ("true", Exclusive::None),
+            ("false", Exclusive::Ok),
+            ("TRUE", Exclusive::None),
         ] {
             let table = parse_one("sunk.dev/exclusive", value).unwrap();
             assert_eq!(table.exclusive, Some(want), "{value}");
@@ -301,6 +308,8 @@ mod tests {
             ("sunk.dev/account", "two words"),
             ("sunk.dev/qos", ""),
             ("sunk.dev/comment", "  "),
+            ("sunk.dev/comment", "done\nJobState=FAILED"),
+            ("sunk.dev/comment", "bell\u{7}"),
             ("sunk.dev/constraints", "[a|b"),
             ("sunk.dev/prefer", "a & b"),
             ("sunk.dev/excluded-nodes", "a,,b"),

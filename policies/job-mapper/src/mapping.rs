@@ -238,7 +238,7 @@ pub(crate) mod tests {
         let j = job(&p, &cluster());
         assert_eq!(j.partition.as_deref(), Some("gpu"));
         assert_eq!(j.account.as_deref(), Some("physics"));
-        assert_eq!(j.exclusive, Some(Exclusive::Ok));
+        assert_eq!(j.exclusive, Some(Exclusive::None), "true is a whole node");
         assert_eq!(j.time_limit_minutes, Some(120));
     }
 

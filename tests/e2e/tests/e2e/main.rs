@@ -23,5 +23,6 @@ mod preemption;
 mod scheduler;
 mod scheduler_conditions;
 mod scheduler_scope;
+mod sharing;
 mod syncer;
 mod tenancy;
