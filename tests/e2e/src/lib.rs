@@ -602,6 +602,11 @@ pub fn pod(name: &str, cpu: &str, memory: &str) -> serde_json::Value {
     })
 }
 
+/// Whether the kubelet runs the pod: it admitted it and started its containers.
+pub fn is_running(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
+}
+
 pub fn node_name(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref()
 }

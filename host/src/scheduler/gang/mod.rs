@@ -11,6 +11,7 @@
 mod assign;
 mod group;
 mod membership;
+mod shape;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -23,6 +24,7 @@ use kube::runtime::reflector::ObjectRef;
 
 pub use group::{Group, group_of};
 use membership::{Membership, membership};
+use shape::{GangShape, gang_shape};
 
 use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
@@ -82,10 +84,24 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
         Membership::Complete(chosen) => chosen,
     };
     let keys: Vec<PodKey> = chosen.iter().map(|member| key_of(member)).collect();
-    let leader = &chosen[0];
-    let request = match submit::map(leader, ctx).await? {
-        ControlFlow::Continue(request) => request,
-        ControlFlow::Break(action) => return Ok(action),
+    // Every member mapped: a member the policy refuses says why on its own condition.
+    let mut requests = Vec::with_capacity(chosen.len());
+    for member in chosen {
+        match submit::map(member, ctx).await? {
+            ControlFlow::Continue(request) => requests.push((member.name_any(), request)),
+            ControlFlow::Break(action) => return Ok(action),
+        }
+    }
+    let request = match gang_shape(&requests) {
+        GangShape::Job(request) => *request,
+        GangShape::Differs { member, field } => {
+            let message = format!(
+                "pod {member} of group {} asks Slurm for another {field} than pod {}: a group is one Slurm job",
+                group.name,
+                chosen[0].name_any()
+            );
+            return group_waits(ctx, pod, chosen, &mut last_wait, WaitReason::GroupInvalid, message).await;
+        }
     };
     let verdict = match gang_verdict(chosen, ctx) {
         Some(verdict) => verdict,

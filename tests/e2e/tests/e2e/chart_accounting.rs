@@ -7,7 +7,7 @@
 
 use kube::ResourceExt;
 use serde_json::json;
-use sunk_e2e::{kubectl, pod, scheduled_condition, wait_for};
+use sunk_e2e::{is_running, kubectl, pod, scheduled_condition, wait_for};
 
 use super::chart_release::*;
 
@@ -160,8 +160,4 @@ async fn pods_are_accounted_to_their_granted_account_and_a_qos_holds_a_users_sec
         let _ = release.cluster.delete_pod(name).await;
     }
     Ok(())
-}
-
-fn is_running(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
 }

@@ -63,9 +63,12 @@ async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_ret
     let took_over = lost.elapsed();
     release
         .cluster
-        .wait_pod("waiting", "the pod that arrived meanwhile to be bound through the backup and run", TAKEOVER, |pod| {
-            pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
-        })
+        .wait_pod(
+            "waiting",
+            "the pod that arrived meanwhile to be bound through the backup and run",
+            TAKEOVER,
+            sunk_e2e::is_running,
+        )
         .await?;
     let bound = lost.elapsed();
     let state = release.slurm_in(BACKUP_POD, &["squeue", "-h", "-j", &running, "-o", "%T"])?;
@@ -120,9 +123,7 @@ async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_ret
     release.cluster.create_pod(after).await?;
     release
         .cluster
-        .wait_pod("after", "a pod bound through the primary after the hand-back", READY, |pod| {
-            pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
-        })
+        .wait_pod("after", "a pod bound through the primary after the hand-back", READY, sunk_e2e::is_running)
         .await?;
     release.cluster.delete_pod("after").await?;
     release.cluster.delete_pod("waiting").await?;

@@ -30,9 +30,12 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod_and_u
     let uid = release.cluster.create_pod(example).await?.uid().unwrap_or_default();
     let running = release
         .cluster
-        .wait_pod("example", "the example pod to be bound through the release's Slurm and run", READY, |pod| {
-            pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
-        })
+        .wait_pod(
+            "example",
+            "the example pod to be bound through the release's Slurm and run",
+            READY,
+            sunk_e2e::is_running,
+        )
         .await?;
     let jobs = release.slurm(&["scontrol", "-o", "show", "jobs"])?;
     let job = jobs.lines().find(|job| job.contains(&uid)).unwrap_or_default();

@@ -143,3 +143,38 @@ async fn deleting_a_member_tears_the_gang_down() -> anyhow::Result<()> {
         .await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn every_node_of_a_gang_of_different_sizes_holds_its_largest_member() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("gang-sizes").await?;
+    cluster.start_host(&[])?;
+    // Members that ask Slurm for different options cannot be one job: the group says which differs.
+    let mut odd = member("odd-1", "sunk.dev/pod-group", "odd", 2);
+    odd["metadata"]["annotations"]["sunk.dev/comment"] = "another run".into();
+    cluster.create_pod(member("odd-0", "sunk.dev/pod-group", "odd", 2)).await?;
+    cluster.create_pod(odd).await?;
+    cluster
+        .wait_pod("odd-0", "GroupInvalid naming the member and option that differ", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(_, reason, message)| {
+                reason == "PodGroupInvalid" && message.contains("pod odd-1") && message.contains("another comment")
+            })
+        })
+        .await?;
+    assert!(cluster.jobs_of(&uid(&cluster, "odd-0").await?).await?.is_empty(), "no job for a group that differs");
+
+    // A small launcher and a worker with the whole node: each node holds the worker's share, so the
+    // kubelet admits the worker whichever node Slurm gives it.
+    let launcher = member("launcher", "sunk.dev/pod-group", "mpi", 2);
+    let mut worker = member("worker", "sunk.dev/pod-group", "mpi", 2);
+    worker["spec"]["containers"][0]["resources"] =
+        serde_json::json!({"requests": {"cpu": "2", "memory": "512Mi"}, "limits": {"nvidia.com/gpu": 2}});
+    cluster.create_pod(launcher).await?;
+    cluster.create_pod(worker).await?;
+    for name in ["launcher", "worker"] {
+        cluster.wait_pod(name, "the member to run", BIND, sunk_e2e::is_running).await?;
+    }
+    let job = gang_job(&cluster, &["launcher", "worker"]).await?;
+    assert_eq!(job.tres_per_node, "gres/gpu:2", "every node holds the worker's GPUs: {job:?}");
+    assert_eq!(job.memory_per_node.number, 512, "and its memory: {job:?}");
+    Ok(())
+}

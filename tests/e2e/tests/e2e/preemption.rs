@@ -246,11 +246,7 @@ async fn a_slurm_job_of_a_higher_tier_partition_preempts_a_pods_placeholder() ->
         cluster.create_pod(held).await?;
     }
     for name in ["held-1", "held-2"] {
-        cluster
-            .wait_pod(name, "the pod to run", WAIT, |pod| {
-                pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
-            })
-            .await?;
+        cluster.wait_pod(name, "the pod to run", WAIT, sunk_e2e::is_running).await?;
     }
 
     let urgent = SlurmJob::submit(&["-p", "urgent", "-c", "2", "--mem=256M", "--wrap", "sleep 600"])?;

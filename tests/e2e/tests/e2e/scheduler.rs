@@ -35,11 +35,7 @@ async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<
         .wait_event("web", "Scheduled, naming the job", |reason, note| reason == "Scheduled" && note.contains(&job_id))
         .await?;
     // The kubelet starts it, in a real container.
-    cluster
-        .wait_pod("web", "the pod to run", BIND, |pod| {
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        })
-        .await?;
+    cluster.wait_pod("web", "the pod to run", BIND, sunk_e2e::is_running).await?;
     Ok(())
 }
 

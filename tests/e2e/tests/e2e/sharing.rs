@@ -8,13 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use sunk::slurm::{Job, JobState};
-use sunk_e2e::{BUSYBOX, Cluster, node_name, pod, wait_for};
+use sunk_e2e::{BUSYBOX, Cluster, is_running, node_name, pod, wait_for};
 
 const BIND: Duration = Duration::from_secs(60);
-
-fn running(pod: &Pod) -> bool {
-    pod.status.as_ref().and_then(|status| status.phase.as_deref()) == Some("Running")
-}
 
 /// The pod's one live placeholder, once Slurm has started it.
 async fn running_job(cluster: &Cluster, pod: &Pod) -> anyhow::Result<Job> {
@@ -42,7 +38,7 @@ async fn a_sidecars_gpu_and_pod_level_cpus_are_held_by_the_placeholder() -> anyh
     let created = cluster.create_pod(with_sidecar).await?;
     let job = running_job(&cluster, &created).await?;
     assert_eq!(job.tres_per_node, "gres/gpu:2", "the sidecar's GPU is held too: {job:?}");
-    cluster.wait_pod("sidecar", "the pod to run", BIND, running).await?;
+    cluster.wait_pod("sidecar", "the pod to run", BIND, is_running).await?;
 
     // Pod-level requests replace the containers' (which ask for nothing here).
     let mut pod_level = pod("pod-level", "0", "0");
@@ -55,7 +51,7 @@ async fn a_sidecars_gpu_and_pod_level_cpus_are_held_by_the_placeholder() -> anyh
     );
     let job = running_job(&cluster, &created).await?;
     assert_eq!((job.cpus.number, job.memory_per_node.number), (2, 256), "pod-level CPUs and memory held: {job:?}");
-    cluster.wait_pod("pod-level", "the pod to run", BIND, running).await?;
+    cluster.wait_pod("pod-level", "the pod to run", BIND, is_running).await?;
     Ok(())
 }
 
