@@ -13,6 +13,7 @@ pub mod kube;
 pub mod latency;
 pub mod leader;
 pub mod nodeset;
+pub mod pool;
 /// The WebAssembly policy runtime (the `sunk-policy-runtime` crate).
 pub use sunk_policy_runtime as policy;
 /// The Slurm client and node cache (the `sunk-slurm` crate), under the name the host's modules use.

@@ -170,8 +170,9 @@ kubectl -n slurm create secret generic slurm-key --from-file=slurm.key="$etc/slu
 log "starting the cluster's host (NodeSet controller only) and the NodeSet slurm/gpu"
 "$SUNK_ROOT/target/debug/sunk" crds | kubectl apply -f - >/dev/null
 kubectl wait --for condition=established --timeout 30s crd/nodesets.sunk.dev >/dev/null
-# Its Syncer is off: the tests run their own, and two would argue over the same Nodes.
-start nodeset-host "$SUNK_ROOT/target/debug/sunk" host --scheduler=false --syncer=false --nodeset-namespace slurm \
+# Its Syncer and pool audit are off: the tests run their own, and two would argue over the same Nodes.
+start nodeset-host "$SUNK_ROOT/target/debug/sunk" host --scheduler=false --syncer=false --pool-audit=false \
+  --nodeset-namespace slurm \
   --kubeconfig "$KUBECONFIG" --slurm-url "http://127.0.0.1:$SLURMRESTD_PORT" --slurm-jwt-key "$etc/jwt.key" \
   --slurmctld-address "slurmctld.slurm.svc.cluster.local:6817" --policy-namespace slurm \
   --http-addr "127.0.0.1:$NODESET_HOST_HTTP_PORT"

@@ -68,11 +68,22 @@ impl Job {
 impl Node {
     /// What no job holds on the node now.
     pub fn free(&self) -> Resources {
+        let (total, held) = (self.total(), self.held());
         Resources {
-            cpus: self.cpus.saturating_sub(self.alloc_cpus),
-            memory_mib: self.real_memory.saturating_sub(self.alloc_memory),
-            gpus: gpu_count(&self.gres).saturating_sub(gpu_count(&self.gres_used)),
+            cpus: total.cpus.saturating_sub(held.cpus),
+            memory_mib: total.memory_mib.saturating_sub(held.memory_mib),
+            gpus: total.gpus.saturating_sub(held.gpus),
         }
+    }
+
+    /// What the node offers jobs: its CPUs, memory and GPUs as it registered them.
+    pub fn total(&self) -> Resources {
+        Resources { cpus: self.cpus, memory_mib: self.real_memory, gpus: gpu_count(&self.gres) }
+    }
+
+    /// What jobs hold on the node now.
+    pub fn held(&self) -> Resources {
+        Resources { cpus: self.alloc_cpus, memory_mib: self.alloc_memory, gpus: gpu_count(&self.gres_used) }
     }
 }
 

@@ -35,8 +35,9 @@ pub fn run(args: HostArgs) -> anyhow::Result<()> {
 
 async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Result<()> {
     anyhow::ensure!(
-        args.scheduler || args.nodeset_controller || args.syncer,
-        "--scheduler=false, --nodeset-controller=false and --syncer=false leave the host nothing to do"
+        args.scheduler || args.nodeset_controller || args.syncer || args.pool_audit,
+        "--scheduler=false, --nodeset-controller=false, --syncer=false and --pool-audit=false leave the host \
+         nothing to do"
     );
     // Listening from the start: a SIGTERM while following or starting must not be lost.
     let mut stop = std::pin::pin!(stop_requested()?);
@@ -76,7 +77,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     }
     let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
     // One cache of Slurm's nodes, polled once, read by every controller that needs it.
-    let slurm_nodes = (args.nodeset_controller || args.syncer || args.scheduler)
+    let slurm_nodes = (args.nodeset_controller || args.syncer || args.scheduler || args.pool_audit)
         .then(|| NodeCache::new(NodeCacheConfig::every(poll_interval)));
     if let Some(slurm_nodes) = &slurm_nodes {
         slurm_nodes.register(&mut registry);

@@ -117,6 +117,11 @@ pub struct HostArgs {
     /// problems drain Slurm nodes). `--syncer=false` turns it off.
     #[arg(long, env = "SUNK_SYNCER", default_value_t = true, action = clap::ArgAction::Set)]
     pub(super) syncer: bool,
+    /// Audits every Node that runs a Slurm node: what Slurm offers there beside the pods outside Slurm
+    /// against what the Node offers (`sunk_pool_overcommitted`, the Node's `SlurmPoolOvercommitted`
+    /// condition, an Event naming the pods). Needs to read every pod. `--pool-audit=false` turns it off.
+    #[arg(long, env = "SUNK_POOL_AUDIT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub(super) pool_audit: bool,
     /// Node condition types, besides `Ready`, whose state the drain policy is shown (node-problem-
     /// detector style, e.g. `GpuUnhealthy,KernelDeadlock`). Comma-separated or repeated.
     #[arg(long = "drain-conditions", env = "SUNK_DRAIN_CONDITIONS", value_delimiter = ',')]

@@ -47,6 +47,7 @@ pub struct WriterMetrics {
     pub passes: crate::kube::ReconcileMetrics,
     pub syncer: crate::syncer::SyncerMetrics,
     pub scheduler: scheduler::SchedulerMetrics,
+    pub pool: crate::pool::PoolMetrics,
 }
 
 impl WriterMetrics {
@@ -54,6 +55,7 @@ impl WriterMetrics {
         self.passes.register(registry);
         self.syncer.register(registry);
         self.scheduler.register(registry);
+        self.pool.register(registry);
     }
 }
 
@@ -200,6 +202,15 @@ impl Parts {
             let syncer =
                 crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
             controllers.push(syncer.boxed());
+        }
+        if let (Some(slurm_nodes), true) = (&slurm_nodes, args.pool_audit) {
+            let config = crate::pool::Config {
+                scheduler_name: args.scheduler_name.clone(),
+                nodeset_namespace: args.nodeset_namespace.clone(),
+                interval: poll_interval,
+                metrics: metrics.pool.clone(),
+            };
+            controllers.push(crate::pool::run(client.clone(), slurm_nodes.clone(), config).boxed());
         }
         if let (Some(slurm_nodes), true) = (slurm_nodes.clone(), args.nodeset_controller) {
             let cluster = ClusterSettings {

@@ -46,10 +46,14 @@ use kube::{Api, Client};
 pub use job_cache::{JobCache, Placeholder};
 pub use link::{PodKey, is_refused_attempt, linked, linked_pods};
 pub use metrics::SchedulerMetrics;
+/// How the kubelet counts a pod, for the pool's ledger.
+pub(crate) use node_room::is_counted;
 pub use placeholder::{PlaceholderKind, Placeholders};
+pub(crate) use pod_record::kubelet_counts;
 pub use pod_record::pod_record;
 pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
+pub(crate) use watched_pod::{WatchedPod, forget_managed_fields};
 
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};
@@ -58,7 +62,6 @@ use crate::tenancy::Tenancy;
 use grants::Grants;
 use link::Installation;
 use placement::Placement;
-use watched_pod::WatchedPod;
 
 /// Passes over pods under way at once, at most. Enough for a burst to fill a few job arrays in one
 /// turn (see `batch`), while 10,000 pods arriving together do not hold 10,000 passes in memory (each

@@ -28,7 +28,7 @@ fn is_terminal(pod: &WatchedPod) -> bool {
 /// Whether the kubelet still counts the pod's requests: it is not terminal, or it is but its
 /// sandbox still stands (`PodReadyToStartContainers` True: the kubelet has not yet torn it down). A
 /// kubelet that does not report the condition counts a terminal pod as gone.
-fn is_counted(pod: &WatchedPod) -> bool {
+pub fn is_counted(pod: &WatchedPod) -> bool {
     let sandbox_up = || pod.condition("PodReadyToStartContainers").is_some_and(|c| c.status == "True");
     !is_terminal(pod) || sandbox_up()
 }

@@ -103,8 +103,14 @@ impl Resources {
 /// What a pod asks its Node for as the kubelet admits it, (CPU millicores, memory bytes): the
 /// requests sized as above.
 pub fn requests(pod: &WatchedPod) -> (u64, u64) {
+    let (cpu, memory, _) = kubelet_counts(pod);
+    (cpu, memory)
+}
+
+/// What the kubelet holds for the pod on its Node: (CPU millicores, memory bytes, GPUs).
+pub fn kubelet_counts(pod: &WatchedPod) -> (u64, u64, u64) {
     let resources = Resources::of_pod(pod);
-    (resources.cpu_request_millis, resources.memory_request_bytes)
+    (resources.cpu_request_millis, resources.memory_request_bytes, resources.gpus)
 }
 
 fn pairs(map: &BTreeMap<String, String>) -> Vec<KeyValue> {

@@ -33,6 +33,8 @@ pub struct PodNeeds {
     pub resources: Option<ResourceRequirements>,
     pub overhead: Option<BTreeMap<String, Quantity>>,
     pub node_name: Option<String>,
+    /// Who binds the pod: a pod of another scheduler is not held by a placeholder.
+    pub scheduler_name: Option<String>,
     pub node_selector: Option<BTreeMap<String, String>>,
     pub affinity: Option<Affinity>,
     pub tolerations: Option<Vec<Toleration>>,

@@ -140,9 +140,9 @@ impl Cluster {
     }
 
     /// Starts `sunk host` as the cluster admin, with extra environment (e.g. failpoints). Its
-    /// NodeSet controller and Syncer are off unless `env` turns them on (`SUNK_NODESET_CONTROLLER=true`,
-    /// `SUNK_SYNCER=true`): the local cluster's own NodeSet is kept by the cluster's host, and two
-    /// Syncers would argue over the same Nodes.
+    /// NodeSet controller, Syncer and pool audit are off unless `env` turns them on
+    /// (`SUNK_NODESET_CONTROLLER=true`, `SUNK_SYNCER=true`, `SUNK_POOL_AUDIT=true`): the local cluster's
+    /// own NodeSet is kept by the cluster's host, and two Syncers would argue over the same Nodes.
     pub fn start_host(&mut self, env: &[(&str, &str)]) -> anyhow::Result<usize> {
         self.start_host_via(&slurm_url(), env)
     }
@@ -171,6 +171,7 @@ impl Cluster {
             .env("SUNK_SCHEDULER_NAME", SCHEDULER)
             .env("SUNK_NODESET_CONTROLLER", "false")
             .env("SUNK_SYNCER", "false")
+            .env("SUNK_POOL_AUDIT", "false")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)

@@ -19,6 +19,7 @@ mod nodeset;
 mod placement;
 mod policy;
 mod policy_failures;
+mod pool;
 mod preemption;
 mod scheduler;
 mod scheduler_conditions;

@@ -1,0 +1,151 @@
+//! The auditor: on every poll, each Node running a Slurm node has its ledger drawn; a Node whose pool
+//! is not held once says so in `sunk_pool_overcommitted`, in its `SlurmPoolOvercommitted` condition
+//! and in an Event naming the pods outside Slurm. It writes only when what it finds changes.
+//!
+//! It only reports: while Slurm's nodes cannot be read it says nothing new, and it never drains,
+//! cancels or evicts.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde_json::json;
+
+use super::ledger::{Finding, NodeLedger};
+use super::metrics::PoolMetrics;
+use crate::kube::EventRecorder;
+use crate::scheduler::{SLURM_NODE_LABEL, SlurmdPods, WatchedPod, forget_managed_fields};
+use crate::slurm::NodeCache;
+
+/// The Node condition the auditor keeps.
+pub const CONDITION: &str = "SlurmPoolOvercommitted";
+
+pub struct Config {
+    /// Pods this scheduler binds are held by their placeholders.
+    pub scheduler_name: String,
+    /// Where the NodeSets' slurmd pods are (every namespace when unset).
+    pub nodeset_namespace: Option<String>,
+    pub interval: Duration,
+    pub metrics: PoolMetrics,
+}
+
+/// Audits until the watches end.
+pub async fn run(client: Client, slurm_nodes: NodeCache, config: Config) -> anyhow::Result<()> {
+    let (pods, pods_writer) = reflector::store::<WatchedPod>();
+    let all_pods = watcher(Api::<WatchedPod>::all(client.clone()), watcher::Config::default());
+    tokio::spawn(all_pods.default_backoff().modify(forget_managed_fields).reflect(pods_writer).for_each(|_| async {}));
+    let (slurmd_store, slurmd_writer) = reflector::store::<Pod>();
+    let slurmd_api = match &config.nodeset_namespace {
+        Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
+        None => Api::<Pod>::all(client.clone()),
+    };
+    let slurmd_watch = watcher(slurmd_api, watcher::Config::default().labels(SLURM_NODE_LABEL));
+    tokio::spawn(slurmd_watch.default_backoff().reflect(slurmd_writer).for_each(|_| async {}));
+    let (nodes, nodes_writer) = reflector::store::<Node>();
+    let nodes_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default());
+    tokio::spawn(nodes_watch.default_backoff().reflect(nodes_writer).for_each(|_| async {}));
+    for (what, ready) in [("pods", pods.wait_until_ready().await), ("Nodes", nodes.wait_until_ready().await)] {
+        ready.map_err(|_| anyhow::anyhow!("the pool auditor's watch of {what} ended"))?;
+    }
+    slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
+
+    let auditor = Auditor {
+        slurmd: SlurmdPods::new(slurmd_store, slurm_nodes.clone()),
+        recorder: EventRecorder::new(client.clone(), "sunk-pool"),
+        client,
+        slurm_nodes,
+        pods,
+        nodes,
+        config,
+    };
+    tracing::info!("pool auditor running");
+    let mut said: HashMap<String, (Finding, String)> = HashMap::new();
+    let mut ticker = tokio::time::interval(auditor.config.interval);
+    loop {
+        ticker.tick().await;
+        auditor.pass(&mut said).await;
+    }
+}
+
+struct Auditor {
+    client: Client,
+    slurm_nodes: NodeCache,
+    slurmd: SlurmdPods,
+    pods: Store<WatchedPod>,
+    nodes: Store<Node>,
+    recorder: EventRecorder,
+    config: Config,
+}
+
+impl Auditor {
+    /// One look at every Node running a Slurm node; `said` is what each was last told.
+    async fn pass(&self, said: &mut HashMap<String, (Finding, String)>) {
+        let Ok(snapshot) = self.slurm_nodes.snapshot() else { return };
+        let hosts = self.slurmd.kube_nodes();
+        let all_pods = self.pods.state();
+        let mut by_node: HashMap<&str, Vec<&WatchedPod>> = HashMap::new();
+        for pod in &all_pods {
+            if let Some(node) = pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) {
+                by_node.entry(node).or_default().push(pod);
+            }
+        }
+        let held_by_slurm = |pod: &WatchedPod| {
+            pod.spec.as_ref().and_then(|spec| spec.scheduler_name.as_deref()) == Some(&self.config.scheduler_name)
+        };
+        for (slurm_name, kube_name) in &hosts {
+            let (Some(node), Some(slurm_node)) = (self.nodes.get(&ObjectRef::new(kube_name)), snapshot.get(slurm_name))
+            else {
+                continue;
+            };
+            let pods = by_node.get(kube_name.as_str()).map(Vec::as_slice).unwrap_or_default();
+            let Some(ledger) = NodeLedger::of(&node, slurm_node, pods, held_by_slurm) else { continue };
+            let finding = ledger.finding();
+            self.config.metrics.set(kube_name, &finding);
+            let message = ledger.describe(&finding);
+            let before = said.get(kube_name);
+            if before.is_some_and(|(found, told)| *found == finding && *told == message) {
+                continue;
+            }
+            let was_overcommitted = before.is_some_and(|(found, _)| *found != Finding::HeldOnce);
+            if self.tell(&node, &finding, &message, was_overcommitted).await {
+                said.insert(kube_name.clone(), (finding, message));
+            }
+        }
+        said.retain(|node, _| {
+            let kept = hosts.values().any(|host| host == node);
+            if !kept {
+                self.config.metrics.forget(node);
+            }
+            kept
+        });
+    }
+
+    /// The Node's condition and, on a change of finding, an Event; true once the condition is written.
+    async fn tell(&self, node: &Node, finding: &Finding, message: &str, was_overcommitted: bool) -> bool {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let overcommitted = *finding != Finding::HeldOnce;
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let (status, reason) = if overcommitted { ("True", "Overcommitted") } else { ("False", "HeldOnce") };
+        let patch = json!({"status": {"conditions": [{
+            "type": CONDITION, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": now, "lastHeartbeatTime": now,
+        }]}});
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        if let Err(error) = nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+            tracing::warn!(node = %name, %error, "could not write the Node's {CONDITION} condition");
+            return false;
+        }
+        if overcommitted {
+            tracing::warn!(node = %name, "{message}");
+            self.recorder.publish(&node.object_ref(&()), true, "PoolOvercommitted", "Audit", message.to_owned()).await;
+        } else if was_overcommitted {
+            self.recorder.publish(&node.object_ref(&()), false, "PoolHeldOnce", "Audit", message.to_owned()).await;
+        }
+        true
+    }
+}

@@ -1,0 +1,12 @@
+//! One pool, held once: every CPU, byte and GPU of a Node that runs a Slurm node is held by exactly
+//! one party, a Slurm job (sunk's pods hold theirs through their placeholders) or a pod outside
+//! Slurm. The ledger draws both views of a Node (`ledger`, pure); the auditor compares them on every
+//! poll and says where they disagree (`auditor`).
+
+mod auditor;
+mod ledger;
+mod metrics;
+
+pub use auditor::{CONDITION, Config, run};
+pub use ledger::{Amounts, Finding, NodeLedger, OutsidePod, Resource};
+pub use metrics::PoolMetrics;
