@@ -56,6 +56,33 @@ fn a_listing_without_its_list_is_an_error_not_an_empty_listing() {
     assert!(stateless.is_err(), "a job without a state would read as ended: {stateless:?}");
 }
 
+/// The held job of each recorded listing (24.11's v0.0.42, 26.05's v0.0.43 and v0.0.44) made what
+/// slurmctld makes of a job whose credential it cannot create: its reason, its own note and the uid
+/// it cannot resolve are all read.
+#[test]
+fn a_job_slurmctld_holds_is_read_with_its_system_comment_and_uid() {
+    let files = [
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd/24.11.5/v0.0.42.json")),
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd/26.05.5/v0.0.43.json")),
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd/26.05.5/v0.0.44.json")),
+    ];
+    for file in files {
+        let recording: Value = serde_json::from_str(file).expect("a recording");
+        let mut listing = recording["jobs"]["response"].clone();
+        let jobs = listing["jobs"].as_array_mut().expect("a job listing");
+        let held = jobs.iter_mut().find(|job| job["name"] == "held").expect("the recorded held job");
+        held["state_reason"] = json!("JobHeldAdmin");
+        held["system_comment"] = json!("slurm_cred_create failure, holding job.");
+        held["user_id"] = json!(1500);
+        let read = decode_body::<JobsResponse>("jobs", 200, listing.to_string().as_bytes()).expect("read");
+        let job = read.jobs.iter().find(|job| job.name == "held").expect("the held job");
+        assert_eq!(
+            (job.state(), job.state_reason.as_str(), job.system_comment.as_str(), job.user_id),
+            (crate::JobState::Pending, "JobHeldAdmin", "slurm_cred_create failure, holding job.", Some(1500))
+        );
+    }
+}
+
 #[test]
 fn an_error_answer_without_the_data_keeps_its_errors() {
     // 24.11.5's answer to an incremental node listing when partitions did not change (recorded as

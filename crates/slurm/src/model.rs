@@ -206,6 +206,10 @@ pub struct Job {
     pub nodes: String,
     #[serde(default)]
     pub state_reason: String,
+    /// What slurmctld itself noted on the job, e.g. why it holds it
+    /// (`slurm_cred_create failure, holding job.`); empty for most jobs.
+    #[serde(default)]
+    pub system_comment: String,
     #[serde(default)]
     pub partition: String,
     #[serde(default)]
@@ -218,6 +222,9 @@ pub struct Job {
     pub batch_flag: bool,
     #[serde(default)]
     pub user_name: String,
+    /// The uid it runs as; slurmctld lists it whether or not it can resolve the uid to a name.
+    #[serde(default)]
+    pub user_id: Option<u32>,
     /// When it started running (UNIX seconds), or is expected to.
     #[serde(default)]
     pub start_time: NoValue,

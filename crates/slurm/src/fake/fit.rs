@@ -45,13 +45,20 @@ impl World {
         let mut pending: Vec<_> = self
             .jobs
             .values()
-            .filter(|job| job.state() == JobState::Pending)
+            .filter(|job| job.state() == JobState::Pending && !super::held(job))
             .map(|job| (std::cmp::Reverse(job.priority.get().unwrap_or(0)), job.job_id))
             .collect();
         pending.sort();
         for (_, id) in pending {
             if let Some(nodes) = self.fit(id) {
                 let job = self.jobs.get_mut(&id).expect("a listed job");
+                if job.user_id.is_some_and(|uid| self.unknown_users.contains(&uid)) {
+                    // As slurmctld (24.11, 26.05) leaves a job it cannot make a credential for.
+                    job.state_reason = "JobHeldAdmin".into();
+                    job.system_comment = "slurm_cred_create failure, holding job.".into();
+                    job.priority = NoValue::of(0);
+                    continue;
+                }
                 job.job_state = vec!["RUNNING".into()];
                 job.nodes = nodes.join(",");
                 job.start_time = NoValue::of(self.changed_at);

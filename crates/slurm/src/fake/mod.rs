@@ -6,14 +6,15 @@
 //! checks the real Slurm.
 //!
 //! Tests drive it like an administrator and a workload would: [`FakeSlurm::finish`],
-//! [`FakeSlurm::set_reachable`], [`FakeSlurm::add_node`], and read it with [`FakeSlurm::live_jobs`].
+//! [`FakeSlurm::set_reachable`], [`FakeSlurm::add_node`], [`FakeSlurm::forget_user`] and
+//! [`FakeSlurm::release`], and read it with [`FakeSlurm::live_jobs`].
 
 mod fit;
 mod slurm_impl;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use crate::{ApiMessage, Job, JobDescription, JobState, NoValue, Node, SlurmError};
@@ -41,6 +42,8 @@ struct World {
     requests: Vec<String>,
     /// Listings answered, by call (`jobs`, `job states`, `nodes`).
     listings: BTreeMap<&'static str, usize>,
+    /// Uids slurmctld resolves to no user (no passwd entry): their jobs are held when they would start.
+    unknown_users: BTreeSet<u32>,
 }
 
 impl Default for FakeSlurm {
@@ -95,6 +98,29 @@ impl FakeSlurm {
         self.change(|world| {
             if let Some(id) = world.resolve(job_id) {
                 world.end(id, state);
+            }
+        });
+    }
+
+    /// slurmctld resolves no user with `uid` (no passwd entry): a job of that user is held when it
+    /// would start, as slurmctld holds a job whose credential it cannot create.
+    pub fn forget_user(&self, uid: u32) {
+        self.change(|world| world.unknown_users.insert(uid));
+    }
+
+    /// An administrator adds the user with `uid`: slurmctld resolves it again (its held jobs stay
+    /// held until released).
+    pub fn add_user(&self, uid: u32) {
+        self.change(|world| world.unknown_users.remove(&uid));
+    }
+
+    /// `scontrol release`: a held job waits for nodes again.
+    pub fn release(&self, job_id: &str) {
+        self.change(|world| {
+            let held = world.resolve(job_id).and_then(|id| world.jobs.get_mut(&id)).filter(|job| held(job));
+            if let Some(job) = held {
+                job.state_reason = "None".into();
+                job.priority = NoValue::of(1000);
             }
         });
     }
@@ -236,6 +262,7 @@ impl World {
             comment: description.comment.clone().unwrap_or_default(),
             account: description.account.clone().unwrap_or_default(),
             user_name: user_name(description.user_id.as_deref()),
+            user_id: description.user_id.as_deref().map_or(Some(0), |uid| uid.parse().ok()),
             job_state: vec!["PENDING".into()],
             partition: description.partition.clone().unwrap_or_else(|| "batch".into()),
             priority: description.priority.unwrap_or(NoValue::of(1000)),
@@ -260,6 +287,11 @@ pub(super) fn node_names(lists: &[String]) -> Vec<String> {
         Err(_) => vec![list.clone()],
     });
     expanded.collect()
+}
+
+/// Whether the job waits for a release (`scontrol release`), not for nodes.
+fn held(job: &Job) -> bool {
+    job.state_reason.starts_with("JobHeld")
 }
 
 /// The user a job runs as, as Slurm names it: the requester's (the fake's callers sign as root)

@@ -103,3 +103,20 @@ async fn listings_say_unchanged_until_something_changes_and_an_outage_answers_no
     slurm.set_reachable(false);
     assert!(slurm.jobs(None).await.unwrap_err().is_unanswered());
 }
+
+#[tokio::test]
+async fn a_job_of_a_user_slurmctld_cannot_resolve_is_held_until_released() {
+    let slurm = FakeSlurm::with_nodes("n", 1, 2);
+    slurm.forget_user(1500);
+    let id = slurm.submit(&JobDescription { user_id: Some("1500".into()), ..job("a", 1) }).await.unwrap();
+    let held = slurm.job(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (held.state_name().as_str(), held.state_reason.as_str(), held.system_comment.as_str(), held.user_id),
+        ("PENDING", "JobHeldAdmin", "slurm_cred_create failure, holding job.", Some(1500))
+    );
+    slurm.release(&id.to_string());
+    assert_eq!(slurm.job(&id).await.unwrap().unwrap().state_reason, "JobHeldAdmin", "released, and held again");
+    slurm.add_user(1500);
+    slurm.release(&id.to_string());
+    assert_eq!(state(&slurm, id), "RUNNING");
+}

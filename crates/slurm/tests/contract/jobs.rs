@@ -67,7 +67,10 @@ pub async fn listings(replay: &Replay, slurm: &SlurmClient) {
     let multi = by_name(&jobs, "multi");
     assert_eq!(expand_hostlist(&multi.nodes).unwrap(), ["r1", "r2"]);
     assert_eq!((multi.node_count.get(), multi.cpus.get()), (Some(2), Some(2)));
-    assert_eq!(by_name(&jobs, "held").priority.get(), Some(0), "a held job's priority");
+    let held = by_name(&jobs, "held");
+    assert_eq!(held.priority.get(), Some(0), "a held job's priority");
+    // A hold by `scontrol hold` notes nothing; slurmctld's own holds say why here.
+    assert_eq!((held.system_comment.as_str(), held.user_id), ("", Some(0)));
 
     // The array 0-3 with one CPU free: task 0 runs as a job of its own, tasks 1-3 wait in the array's
     // record, whose target (the array's id) names every task, running ones included.
