@@ -4,6 +4,8 @@
 //! let the pod run (Slurm waits for resources, or no node fits the pod's placement rules). Every
 //! other reason is sunk's own, so nothing scales up for a pod that waits on its owner or on Slurm.
 
+use k8s_openapi::api::core::v1::PodCondition;
+
 use crate::scheduler::watched_pod::WatchedPod;
 
 use super::Context;
@@ -15,8 +17,10 @@ use super::metrics::AttemptResult;
 pub enum WaitReason {
     /// Waiting for capacity: Slurm has no room yet, or no node fits the pod's placement rules.
     Unschedulable,
-    /// Waiting in Slurm for something more nodes would not change (a hold, a limit, a dependency).
+    /// Waiting in Slurm for something more nodes would not change (a limit, a dependency).
     SlurmJobPending,
+    /// Slurm holds the job until someone releases it (e.g. slurmctld knows no user with its uid).
+    SlurmHeld,
     /// The job-mapper policy refused the pod (bad input): its owner must fix it.
     PolicyRejected,
     /// The pod asks for more in Slurm than its namespace is granted: its owner (or the operator's
@@ -51,6 +55,7 @@ impl WaitReason {
         match self {
             WaitReason::Unschedulable => "Unschedulable",
             WaitReason::SlurmJobPending => "SlurmJobPending",
+            WaitReason::SlurmHeld => "SlurmHeld",
             WaitReason::PolicyRejected => "PolicyRejected",
             WaitReason::NotGranted => "NotGranted",
             WaitReason::GrantUnknown => "GrantUnknown",
@@ -79,6 +84,7 @@ impl WaitReason {
             | WaitReason::GroupInvalid => AttemptResult::rejected,
             WaitReason::GroupIncomplete | WaitReason::GroupFull => AttemptResult::waiting_for_group,
             WaitReason::PolicyFailed
+            | WaitReason::SlurmHeld
             | WaitReason::GrantUnknown
             | WaitReason::SlurmUnreachable
             | WaitReason::SlurmNodeUnknown => AttemptResult::error,
@@ -101,6 +107,32 @@ pub async fn waiting(ctx: &Context, pod: &WatchedPod, reason: WaitReason, messag
     ctx.writer.set_scheduled_condition(pod, current, false, reason.condition_reason(), message).await
 }
 
+/// Says on the pod why it is not scheduled, as [`waiting`], and a Warning Event `event` says the same
+/// when the condition said something else: a pod looked at again every minute is not told again.
+pub async fn failing(
+    ctx: &Context,
+    pod: &WatchedPod,
+    reason: WaitReason,
+    message: &str,
+    event: &str,
+) -> kube::Result<()> {
+    let news = !says_already(pod.condition("PodScheduled"), reason, message);
+    waiting(ctx, pod, reason, message).await?;
+    if news {
+        ctx.writer.event(pod, true, event, "Schedule", message.to_owned()).await;
+    }
+    Ok(())
+}
+
+/// Whether the pod's `PodScheduled` condition already says it waits for `reason`, in these words.
+fn says_already(current: Option<&PodCondition>, reason: WaitReason, message: &str) -> bool {
+    current.is_some_and(|condition| {
+        condition.status == "False"
+            && condition.reason.as_deref() == Some(reason.condition_reason())
+            && condition.message.as_deref() == Some(message)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,7 +142,7 @@ mod tests {
         for reason in ["Resources", "Priority", "None", "", "ReqNodeNotAvail, UnavailableNodes:n1"] {
             assert_eq!(pending_reason(reason), WaitReason::Unschedulable, "{reason}");
         }
-        for reason in ["JobHeldUser", "JobHeldAdmin", "Dependency", "QOSMaxJobsPerUserLimit", "BeginTime"] {
+        for reason in ["Dependency", "QOSMaxJobsPerUserLimit", "BeginTime", "PartitionConfig"] {
             assert_eq!(pending_reason(reason), WaitReason::SlurmJobPending, "{reason}");
         }
     }
@@ -120,6 +152,7 @@ mod tests {
         let cases = [
             (WaitReason::Unschedulable, "Unschedulable", AttemptResult::unschedulable),
             (WaitReason::SlurmJobPending, "SlurmJobPending", AttemptResult::unschedulable),
+            (WaitReason::SlurmHeld, "SlurmHeld", AttemptResult::error),
             (WaitReason::PolicyRejected, "PolicyRejected", AttemptResult::rejected),
             (WaitReason::NotGranted, "NotGranted", AttemptResult::rejected),
             (WaitReason::GroupInvalid, "PodGroupInvalid", AttemptResult::rejected),
@@ -129,6 +162,27 @@ mod tests {
         ];
         for (reason, condition, counted) in cases {
             assert_eq!((reason.condition_reason(), reason.attempt_result()), (condition, counted), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn a_failure_is_news_only_when_the_condition_says_something_else() {
+        let condition = |status: &str, reason: &str, message: &str| PodCondition {
+            type_: "PodScheduled".into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            ..Default::default()
+        };
+        let cases = [
+            (None, false),
+            (Some(condition("False", "SlurmHeld", "held")), true),
+            (Some(condition("False", "SlurmHeld", "held again")), false),
+            (Some(condition("False", "SlurmJobPending", "held")), false),
+            (Some(condition("True", "SlurmHeld", "held")), false),
+        ];
+        for (current, said) in cases {
+            assert_eq!(says_already(current.as_ref(), WaitReason::SlurmHeld, "held"), said, "{current:?}");
         }
     }
 }

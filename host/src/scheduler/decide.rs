@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::gang::Group;
+use super::held::{self, Hold, UidGrant};
 use super::job_cache::Placeholder;
 use super::preemption::TakenBySlurm;
 use crate::slurm::{Job, JobState};
@@ -39,6 +40,9 @@ pub struct Facts<'a> {
     /// preemptor to show. Observed only where it matters (an ended job of an unbound pod, or the
     /// pending job of a bound one).
     pub taken_by_slurm: Option<TakenBySlurm>,
+    /// The grant that gave the uid the pod's first live job runs as. Observed only where it matters:
+    /// a job Slurm holds, of an unbound pod.
+    pub uid_grant: Option<UidGrant>,
 }
 
 /// What a pass does: cancel the pod's duplicate jobs (any but its first live one), then the one
@@ -88,6 +92,8 @@ pub enum Next<'a> {
     BindGang(&'a Placeholder),
     /// Say what the job waits for in Slurm (and consider preemption for a pending one).
     WaitInSlurm(&'a Placeholder),
+    /// Slurm holds the job until someone releases it: say why, as an error, and keep the job.
+    Held { placeholder: &'a Placeholder, hold: Hold },
     /// A bound pod's job was requeued: its allocation is gone, so cancel the job and delete the pod.
     DeleteRequeued { placeholder: &'a Placeholder, node: &'a str },
     /// Nothing to do until something changes.
@@ -150,7 +156,10 @@ fn decide_one_job<'a>(facts: &Facts<'a>) -> Next<'a> {
             (JobState::Running, Some(why)) => Next::Replace { placeholder, why: why.clone() },
             (JobState::Running, None) if super::link::is_gang(&placeholder.job) => Next::BindGang(placeholder),
             (JobState::Running, None) => Next::Bind(placeholder),
-            _ => Next::WaitInSlurm(placeholder),
+            _ => match held::hold(&placeholder.job, facts.uid_grant.as_ref()) {
+                Some(hold) => Next::Held { placeholder, hold },
+                None => Next::WaitInSlurm(placeholder),
+            },
         },
         (Some(placeholder), Some(node)) if placeholder.job.state() == JobState::Pending => {
             match &facts.taken_by_slurm {

@@ -6,12 +6,19 @@ use std::time::Duration;
 use super::*;
 use crate::scheduler::PodKey;
 use crate::scheduler::preemption::TakenBySlurm;
+use crate::tenancy::{GivenUid, GrantName};
 use crate::vocabulary::GANG_LINK;
 
 fn placeholder(job_id: u32, state: &str) -> Placeholder {
     let pod = PodKey { namespace: "ml".into(), name: "p".into(), uid: "u".into() };
     let job = Job { job_id, job_state: vec![state.into()], admin_comment: pod.link().into(), ..Default::default() };
     Placeholder { pod, job }
+}
+
+fn held(reason: &str, system_comment: &str) -> Placeholder {
+    let mut held = placeholder(7, "PENDING");
+    (held.job.state_reason, held.job.system_comment) = (reason.into(), system_comment.into());
+    held
 }
 
 fn gang(job_id: u32, state: &str) -> Placeholder {
@@ -38,6 +45,9 @@ fn every_path_through_decide() {
     let cancelled = [placeholder(5, "CANCELLED")];
     let group = Group { name: "g".into(), label: crate::vocabulary::POD_GROUP_LABEL };
     let preempted = || Some(TakenBySlurm::Named("deleting the pod: job 12 preempted its Slurm job 7 on n1".into()));
+    let held_by_hand = [held("JobHeldUser", "")];
+    let unknown_user = [held("JobHeldAdmin", "slurm_cred_create failure, holding job.")];
+    let uid_grant = UidGrant { namespace: "ml".into(), grant: GrantName::Listed(0), given: GivenUid::User };
     let rows: Vec<Row> = vec![
         (
             "Slurm unreadable: an unbound pod says so",
@@ -95,6 +105,16 @@ fn every_path_through_decide() {
             Next::PreemptedBySlurm { requeued: None, taken: preempted().unwrap() },
         ),
         ("its job waits in Slurm", Facts { live: &pending, ..listed() }, Next::WaitInSlurm(&pending[0])),
+        (
+            "its job is held: an error, the job kept",
+            Facts { live: &held_by_hand, ..listed() },
+            Next::Held { placeholder: &held_by_hand[0], hold: Hold::Other },
+        ),
+        (
+            "its job is held for a user slurmctld does not know: which grant gave the uid",
+            Facts { live: &unknown_user, uid_grant: Some(uid_grant.clone()), ..listed() },
+            Next::Held { placeholder: &unknown_user[0], hold: Hold::UnknownUser(Some(uid_grant)) },
+        ),
         ("its job runs: bind", Facts { live: &running, ..listed() }, Next::Bind(&running[0])),
         (
             "a gang's job runs: bind the gang",

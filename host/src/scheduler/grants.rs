@@ -8,6 +8,7 @@ use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::held::UidGrant;
 use crate::tenancy::{Grant, Tenancy};
 
 /// Namespaces' metadata, watched only when some grant selects by label.
@@ -32,8 +33,24 @@ impl Grants {
     /// The grant of `namespace`; `None` while its labels, which choose it, are not known (the watch
     /// of namespaces has not listed it yet).
     pub fn of(&self, namespace: &str) -> Option<&Grant> {
-        let listed = self.namespaces.as_ref().and_then(|store| store.get(&ObjectRef::new(namespace)));
+        let listed = self.listed(namespace);
         self.tenancy.grant_for(namespace, listed.as_ref().map(|meta| meta.labels()))
+    }
+
+    /// The grant that gives `namespace`'s pods `uid`, and how; none when grants are not applied
+    /// (`trustAnnotations`), the namespace's grant is not known yet, or it gives no such uid.
+    pub fn giving(&self, namespace: &str, uid: u32) -> Option<UidGrant> {
+        if self.trust_annotations() {
+            return None;
+        }
+        let listed = self.listed(namespace);
+        let (grant, granted) = self.tenancy.named_grant_for(namespace, listed.as_ref().map(|meta| meta.labels()))?;
+        Some(UidGrant { namespace: namespace.to_owned(), grant, given: granted.gives_uid(uid)? })
+    }
+
+    /// The namespace as the watch of namespaces has it, when some grant selects by label.
+    fn listed(&self, namespace: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {
+        self.namespaces.as_ref().and_then(|store| store.get(&ObjectRef::new(namespace)))
     }
 }
 
@@ -62,5 +79,8 @@ mod tests {
         .expect("metadata");
         writer.apply_watcher_event(&Event::Apply(namespace));
         assert_eq!(grants.of("ml").map(|grant| grant.user), Some(1000));
+        let given = grants.giving("ml", 1000).map(|uid| (uid.grant.to_string(), uid.given));
+        assert_eq!(given, Some(("grants[0]".into(), crate::tenancy::GivenUid::User)));
+        assert_eq!(grants.giving("ml", 1001), None, "not a uid the grant gives");
     }
 }

@@ -20,7 +20,8 @@ pub enum AttemptResult {
     rejected,
     /// The pod's group does not have all its pods yet (or has them all without this one).
     waiting_for_group,
-    /// Something failed on the way (Slurm unreachable, a policy or API error): it is retried.
+    /// Something failed on the way (Slurm unreachable or holding the job, a policy or API error): it
+    /// is retried.
     error,
 }
 

@@ -9,6 +9,7 @@ mod exclusions;
 mod fast_path;
 mod gang;
 mod grants;
+mod held;
 mod job_cache;
 mod job_poll;
 mod link;

@@ -3,9 +3,9 @@
 //! `observe` gathers the [`Facts`] (the pod, its placeholder jobs from the job cache, what Slurm and
 //! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`], and `act` carries
 //! it out. The pod's placeholder job is the source of truth. No job yet: ask the policy and submit
-//! one. Pending: say so on the pod. Running: bind the pod where Slurm put it. Over: delete the pod.
-//! Pod leaving: cancel the job. Everything is re-derived from the pod and the job cache, so a
-//! restart at any point resumes where it stopped.
+//! one. Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm
+//! put it. Over: delete the pod. Pod leaving: cancel the job. Everything is re-derived from the pod
+//! and the job cache, so a restart at any point resumes where it stopped.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,7 @@ use super::pod_phase::leaving;
 use super::preemption::TakenBySlurm;
 use super::submit::Placement;
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
-use super::{Context, Error, bind, conditions, gang, preemption, submit};
+use super::{Context, Error, bind, conditions, gang, held, preemption, submit};
 use crate::slurm::JobState;
 
 pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -72,6 +72,9 @@ fn observe<'a>(
         (Some(p), Some(_)) if p.job.state() == JobState::Pending => preemption::taken_by_slurm(pod, &p.job, ctx),
         _ => None,
     };
+    let uid_grant = first
+        .filter(|p| bound_to.is_none() && held::is_held(&p.job))
+        .and_then(|p| ctx.grants.giving(&key.namespace, p.job.user_id?));
     Facts {
         leaving: leaving(pod),
         bound_to,
@@ -88,6 +91,7 @@ fn observe<'a>(
         group: gang::group_of(pod),
         misplaced: first.filter(|_| running_unbound).and_then(|p| bind::misplaced(pod, p, ctx)),
         taken_by_slurm,
+        uid_grant,
     }
 }
 
@@ -135,6 +139,12 @@ async fn act(pod: &WatchedPod, key: PodKey, next: Next<'_>, ctx: &Context) -> Re
         Next::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
         Next::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
         Next::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
+        Next::Held { placeholder, hold } => {
+            // The job stays: released once its cause is fixed, it runs and the pod is bound.
+            let message = held::message(&placeholder.job, &hold);
+            conditions::failing(ctx, pod, WaitReason::SlurmHeld, &message, "SlurmJobHeld").await?;
+            Ok(Action::requeue(RECHECK))
+        }
         Next::DeleteRequeued { placeholder, node } => {
             let note = format!(
                 "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",

@@ -153,6 +153,43 @@ impl Default for Grant {
     }
 }
 
+impl Grant {
+    /// How the grant lets its pods run as `uid`, if it does.
+    pub fn gives_uid(&self, uid: u32) -> Option<GivenUid> {
+        match self.user_ids {
+            _ if uid == self.user => Some(GivenUid::User),
+            Some(range) if range.contains(uid) => Some(GivenUid::UserIds(range)),
+            _ => None,
+        }
+    }
+}
+
+/// How a grant lets its pods run as a uid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GivenUid {
+    /// It is the grant's `user`, which placeholders run as unless a pod names another.
+    User,
+    /// It is within the grant's `userIds`, which a pod may name (`sunk.dev/user-id`).
+    UserIds(IdRange),
+}
+
+/// Which entry of the tenancy document a grant is, as an operator finds it there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantName {
+    Default,
+    /// `grants[i]`.
+    Listed(usize),
+}
+
+impl fmt::Display for GrantName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GrantName::Default => write!(f, "default"),
+            GrantName::Listed(index) => write!(f, "grants[{index}]"),
+        }
+    }
+}
+
 /// An inclusive range of ids, written `"1000-1999"` (or one id, `"1000"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdRange {
@@ -248,16 +285,30 @@ impl Tenancy {
     /// The grant of `namespace`, whose labels are `labels` if known; `None` when a grant could
     /// select it by label and its labels are not known.
     pub fn grant_for(&self, namespace: &str, labels: Option<&BTreeMap<String, String>>) -> Option<&Grant> {
-        if let Some(named) = self.grants.iter().find(|entry| entry.namespaces.contains(namespace)) {
-            return Some(&named.grant);
+        self.named_grant_for(namespace, labels).map(|(_, grant)| grant)
+    }
+
+    /// The same, with the entry of the document it is.
+    pub fn named_grant_for(
+        &self,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> Option<(GrantName, &Grant)> {
+        fn listed((index, entry): (usize, &NamespaceGrant)) -> (GrantName, &Grant) {
+            (GrantName::Listed(index), &entry.grant)
         }
+        if let Some(named) = self.grants.iter().enumerate().find(|(_, entry)| entry.namespaces.contains(namespace)) {
+            return Some(listed(named));
+        }
+        let default = (GrantName::Default, &self.default);
         if !self.selects_by_label() {
-            return Some(&self.default);
+            return Some(default);
         }
         let labels = labels?;
+        let mut selectors = self.grants.iter().enumerate();
         let selected =
-            self.grants.iter().find(|entry| entry.namespace_selector.as_ref().is_some_and(|s| s.matches(labels)));
-        Some(selected.map_or(&self.default, |entry| &entry.grant))
+            selectors.find(|(_, entry)| entry.namespace_selector.as_ref().is_some_and(|s| s.matches(labels)));
+        Some(selected.map_or(default, listed))
     }
 }
 
@@ -355,6 +406,22 @@ mod tests {
         ];
         for (namespace, pairs, user) in cases {
             assert_eq!(user_of(namespace, pairs), user, "{namespace} {pairs:?}");
+        }
+    }
+
+    #[test]
+    fn a_grant_is_named_as_the_document_lists_it_and_says_how_it_gives_a_uid() {
+        let text = r#"{"default": {"user": 9},
+            "grants": [{"namespaces": ["web"], "user": 2000},
+                       {"namespaces": ["ml"], "user": 1000, "userIds": "1500-1599"}]}"#;
+        let tenancy = Tenancy::parse(text, "t.json").expect("parses");
+        let (name, ml) = tenancy.named_grant_for("ml", None).expect("named");
+        assert_eq!(name.to_string(), "grants[1]");
+        let default = tenancy.named_grant_for("other", None).map(|(name, grant)| (name.to_string(), grant.user));
+        assert_eq!(default, Some(("default".to_string(), 9)));
+        let range = IdRange { first: 1500, last: 1599 };
+        for (uid, given) in [(1000, Some(GivenUid::User)), (1500, Some(GivenUid::UserIds(range))), (1600, None)] {
+            assert_eq!(ml.gives_uid(uid), given, "{uid}");
         }
     }
 

@@ -5,4 +5,6 @@ mod enforce;
 mod grant;
 
 pub use enforce::{NotGranted, enforce, preemption_rank};
-pub use grant::{Grant, IdRange, NOBODY, NamespaceGrant, NamespaceSelector, Tenancy, TenancyError};
+pub use grant::{
+    GivenUid, Grant, GrantName, IdRange, NOBODY, NamespaceGrant, NamespaceSelector, Tenancy, TenancyError,
+};

@@ -82,3 +82,39 @@ async fn a_namespace_granted_by_label_waits_until_its_labels_are_known_then_gets
         assert_eq!(world.job_of(name).expect("a job").user_name, "1000", "{name}");
     }
 }
+
+/// A pod granted a uid slurmctld resolves to no user: Slurm holds its job (it cannot create the job's
+/// credential), and the pod says so as an error naming the uid and its grant, once. The job is kept:
+/// once the user is added and the job released, the pod is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_uid_slurmctld_cannot_resolve_says_so_once_and_is_bound_once_released() {
+    let tenancy = Tenancy::parse(
+        r#"{"grants": [{"namespaces": ["ml"], "user": 1000, "group": 1000, "userIds": "1500-1599",
+            "groupIds": "1500-1599"}]}"#,
+        "test",
+    )
+    .expect("a tenancy document");
+    let mut world = World::granted(tenancy).await;
+    world.slurm.forget_user(1500);
+    world.create("stranger", "1", json!({}), json!({"sunk.dev/user-id": "1500"}));
+    world.settle().await;
+
+    assert_eq!(world.scheduled("stranger"), Some(("False".into(), "SlurmHeld".into())));
+    let said = message(&world, "stranger");
+    for part in ["JobHeldAdmin", "slurm_cred_create failure", "uid 1500", "userIds 1500-1599", "tenancy grants[0]"] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    let warnings = |world: &World| {
+        world.api.writes().iter().filter(|write| *write == &format!("event {NAMESPACE}/stranger SlurmJobHeld")).count()
+    };
+    assert_eq!(warnings(&world), 1);
+    world.recheck().await;
+    assert_eq!(warnings(&world), 1, "not told again when looked at again");
+
+    let job = world.job_of("stranger").expect("the held job is kept");
+    world.slurm.add_user(1500);
+    world.slurm.release(&job.target());
+    world.settle().await;
+    assert!(world.node_of("stranger").is_some(), "{:?}", world.scheduled("stranger"));
+    assert_eq!(world.job_of("stranger").map(|job| job.job_id), Some(job.job_id), "the same job");
+}

@@ -1,10 +1,14 @@
 //! Tenancy end to end: a pod gets in Slurm only what its namespace is granted. Placeholders run as
 //! the grant's user (nobody by default) on the real Slurm; a pod asking for another uid, an
 //! administrator's priority or an account it was not granted stays Pending with `NotGranted`, an
-//! Event naming the annotation, and no job. And a user's pod labelled as a slurmd pod steers nothing.
+//! Event naming the annotation, and no job. A pod granted a uid slurmctld cannot resolve says that
+//! Slurm holds its job, and why. And a user's pod labelled as a slurmd pod steers nothing.
 
 use std::time::Duration;
 
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
 use sunk::slurm::JobState;
 use sunk_e2e::{BUSYBOX, Cluster, metric_value, node_name, pod, scheduled_condition, wait_for};
 
@@ -49,6 +53,63 @@ async fn a_pod_gets_only_what_its_namespace_is_granted() -> anyhow::Result<()> {
         );
         assert!(cluster.jobs_of(&uid).await?.is_empty(), "no Slurm job for {name}");
     }
+    Ok(())
+}
+
+/// A namespace granted uids slurmctld resolves to no user: the local cluster's Slurm root
+/// (tests/cluster/build-slurm-root.sh, a debootstrapped Debian whose passwd holds only system users
+/// and `nobody`, looked up in files alone) has none at 1500. Slurm holds the pod's job when it cannot
+/// create its credential, and the pod says `SlurmHeld`, naming the job, Slurm's reason and note, the
+/// uid and the grant, as a Warning Event does; the job is kept, pending, for a release.
+#[tokio::test]
+async fn a_pod_granted_a_uid_slurmctld_cannot_resolve_says_slurm_holds_its_job() -> anyhow::Result<()> {
+    const UNKNOWN_UID: &str = "1500";
+    let mut cluster = Cluster::connect("held").await?;
+    let tenancy = cluster.grant(serde_json::json!({"userIds": "1500-1599", "groupIds": "1500-1599"}))?;
+    cluster.start_host(&[("SUNK_TENANCY", &tenancy)])?;
+    let created = cluster.create_pod(annotated("stranger", "sunk.dev/user-id", UNKNOWN_UID)).await?;
+    let uid = created.metadata.uid.unwrap_or_default();
+
+    let held = cluster
+        .wait_pod("stranger", "a SlurmHeld condition", BIND, |pod| {
+            scheduled_condition(pod).is_some_and(|(status, reason, _)| status == "False" && reason == "SlurmHeld")
+        })
+        .await?;
+    let (_, _, message) = scheduled_condition(&held).unwrap_or_default();
+    let jobs = cluster.jobs_of(&uid).await?;
+    let [job] = jobs.as_slice() else { anyhow::bail!("one job for the held pod: {jobs:?}") };
+    // Slurm requeues the job it cannot launch, with its priority 0: it waits, and is not ended.
+    let kept = matches!(job.state(), JobState::Pending | JobState::Transient);
+    assert!(kept && job.state_reason == "JobHeldAdmin" && job.user_id == Some(1500), "kept, held: {job:?}");
+    assert!(job.system_comment.contains("slurm_cred_create failure"), "{job:?}");
+    for part in [
+        format!("job {} (PENDING", job.target()),
+        "JobHeldAdmin".to_string(),
+        "slurm_cred_create failure".to_string(),
+        format!("uid {UNKNOWN_UID}"),
+        "userIds 1500-1599".to_string(),
+        format!("namespace {}'s grant (tenancy grants[0])", cluster.namespace),
+        format!("scontrol release {}", job.target()),
+    ] {
+        assert!(message.contains(&part), "{part:?} in {message}");
+    }
+    assert!(node_name(&held).is_none());
+    // Events are written after the condition they repeat.
+    let events: Api<Event> = Api::namespaced(cluster.kube.clone(), &cluster.namespace);
+    wait_for("a SlurmJobHeld Warning saying the same", Duration::from_secs(20), || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .iter()
+            .any(|event| {
+                event.regarding.as_ref().and_then(|about| about.name.as_deref()) == Some("stranger")
+                    && event.type_.as_deref() == Some("Warning")
+                    && event.reason.as_deref() == Some("SlurmJobHeld")
+                    && event.note.as_deref() == Some(message.as_str())
+            })
+            .then_some(())
+    })
+    .await?;
     Ok(())
 }
 
