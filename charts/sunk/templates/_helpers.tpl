@@ -219,3 +219,45 @@ dc=sunk
 {{ required "slurmCluster.identity.ldap.base: the site's search base (or companion: true)" $ldap.base }}
 {{- end }}
 {{- end }}
+
+{{/* The users tenancy grants name that the chart's Slurm does not declare (slurmCluster.identity.users,
+     besides the images' root and nobody), one line each: slurmctld holds a job whose uid it cannot
+     resolve. Said only where the chart knows Slurm's users: its own Slurm, with users from files or
+     the companion directory (loaded from the same list); not with the site's directory, and not when
+     grants are not applied (trustAnnotations). */}}
+{{- define "sunk.undeclaredGrantUsers" -}}
+{{- $cluster := .Values.slurmCluster }}
+{{- $ldap := $cluster.identity.ldap }}
+{{- $siteDirectory := and $ldap.enabled (not $ldap.companion) }}
+{{- if and $cluster.enabled (not $siteDirectory) (not .Values.tenancy.trustAnnotations) }}
+{{- $declared := list 0 65534 }}
+{{- range $cluster.identity.users }}{{ $declared = append $declared (int .uid) }}{{ end }}
+{{- $declared = uniq $declared }}
+{{- $entries := list (dict "name" "tenancy.default" "grant" (.Values.tenancy.default | default dict)) }}
+{{- range $i, $grant := .Values.tenancy.grants }}
+{{- $name := printf "tenancy.grants[%d]" $i }}
+{{- with $grant.namespaces }}{{ $name = printf "%s (namespaces %s)" $name (join ", " .) }}{{ end }}
+{{- $entries = append $entries (dict "name" $name "grant" $grant) }}
+{{- end }}
+{{- range $entries }}
+{{- $name := .name }}
+{{- /* A grant that names no user runs placeholders as nobody, as the host reads it. */}}
+{{- $user := 65534 }}
+{{- if hasKey .grant "user" }}{{ $user = int .grant.user }}{{ end }}
+{{- if not (has $user $declared) }}
+  - {{ $name }}: user {{ $user }}
+{{- end }}
+{{- with .grant.userIds }}
+{{- $bounds := splitList "-" . }}
+{{- $first := atoi (first $bounds) }}
+{{- $last := atoi (last $bounds) }}
+{{- $inside := 0 }}
+{{- range $declared }}{{ if and (ge . $first) (le . $last) }}{{ $inside = add1 $inside }}{{ end }}{{ end }}
+{{- $size := add1 (sub $last $first) }}
+{{- if lt $inside $size }}
+  - {{ $name }}: userIds {{ . }}{{ if gt $size 1 }} ({{ sub $size $inside }} of its {{ $size }} uids){{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -141,5 +141,24 @@ async fn the_chart_renders_scope_leader_election_and_service_monitor_from_values
     // The example values stay valid.
     let example = render(&["-f", "examples/helm/slurm-cluster.yaml"])?;
     assert!(example.contains("PreemptType=preempt/partition_prio") && example.contains("kind: NodeSet"));
+
+    // NOTES warns of uids a grant gives that the chart's Slurm does not declare, and installs anyway
+    // (sssd may resolve them).
+    let notes = |args: &[&str]| {
+        let mut install = vec!["install", "notes", CHART, "--dry-run=client", "--set", "slurmCluster.enabled=true"];
+        install.extend_from_slice(args);
+        cluster.helm(&install)
+    };
+    let grant = r#"tenancy.grants=[{"namespaces":["ml"],"user":1500,"userIds":"1500-1599"}]"#;
+    let undeclared = notes(&["--set-json", grant])?;
+    for line in ["tenancy.grants[0] (namespaces ml): user 1500", "tenancy.grants[0] (namespaces ml): userIds 1500-1599"]
+    {
+        assert!(undeclared.contains(line), "{line} in {undeclared}");
+    }
+    let alice = r#"slurmCluster.identity.users=[{"name":"alice","uid":1500,"gid":1500}]"#;
+    let declared = notes(&["--set-json", grant, "--set-json", alice])?;
+    assert!(declared.contains("userIds 1500-1599 (99 of its 100 uids)"), "{declared}");
+    assert!(!declared.contains("(namespaces ml): user 1500\n"), "alice is uid 1500: {declared}");
+    assert!(!notes(&[])?.contains("does not declare"), "nobody, the default grant's user, is the images' own");
     Ok(())
 }
