@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, ContainerState, Pod, PodCondition, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Affinity, ContainerState, Pod, PodCondition, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,8 @@ pub struct PodNeeds {
     pub node_selector: Option<BTreeMap<String, String>>,
     pub affinity: Option<Affinity>,
     pub tolerations: Option<Vec<Toleration>>,
+    /// How the pod and its like are to be spread over Nodes, zones or any Node label.
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     pub priority: Option<i32>,
     pub preemption_policy: Option<String>,
     pub termination_grace_period_seconds: Option<i64>,
@@ -136,6 +140,10 @@ mod tests {
                 "volumes": [{"name": "token", "projected": {"sources": []}}],
                 "nodeSelector": {"disk": "ssd"},
                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "topologySpreadConstraints": [{
+                    "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "a"}}
+                }],
                 "priority": 100,
                 "terminationGracePeriodSeconds": 5,
                 "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "2"}}}],
@@ -166,6 +174,8 @@ mod tests {
         assert_eq!((record.priority, record.termination_grace_seconds), (Some(100), 5));
         assert_eq!(watched.status.and_then(|status| status.conditions).map(|c| c.len()), Some(1));
         assert_eq!(watched.metadata.managed_fields, None);
+        let spread = watched.spec.as_ref().and_then(|spec| spec.topology_spread_constraints.as_deref());
+        assert_eq!(spread.map(|constraints| constraints[0].max_skew), Some(1));
     }
 
     #[test]
