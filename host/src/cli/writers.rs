@@ -203,8 +203,11 @@ impl Parts {
                 crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
             controllers.push(syncer.boxed());
         }
-        if let (Some(slurm_nodes), true) = (&slurm_nodes, args.pool_audit) {
+        // One cache of every pod, for the audit and for pod (anti-)affinity, when the host may read them.
+        let every_pod = (slurm_nodes.is_some() && args.pool_audit).then(|| crate::pool::watch_every_pod(&client));
+        if let (Some(slurm_nodes), Some(every_pod)) = (&slurm_nodes, &every_pod) {
             let config = crate::pool::Config {
+                every_pod: every_pod.clone(),
                 scheduler_name: args.scheduler_name.clone(),
                 nodeset_namespace: args.nodeset_namespace.clone(),
                 interval: poll_interval,
@@ -241,6 +244,7 @@ impl Parts {
                 evictions,
                 tenancy,
                 slurmd_namespace: args.nodeset_namespace.clone(),
+                every_pod,
             };
             controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
         }

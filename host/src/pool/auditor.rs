@@ -26,6 +26,8 @@ use crate::slurm::NodeCache;
 pub const CONDITION: &str = "SlurmPoolOvercommitted";
 
 pub struct Config {
+    /// Every pod of the cluster ([`watch_every_pod`]).
+    pub every_pod: Store<WatchedPod>,
     /// Pods this scheduler binds are held by their placeholders.
     pub scheduler_name: String,
     /// Where the NodeSets' slurmd pods are (every namespace when unset).
@@ -34,11 +36,17 @@ pub struct Config {
     pub metrics: PoolMetrics,
 }
 
+/// Every pod of the cluster, watched from now on: the one cache of them the host's controllers share.
+pub fn watch_every_pod(client: &Client) -> Store<WatchedPod> {
+    let (pods, writer) = reflector::store::<WatchedPod>();
+    let watch = watcher(Api::<WatchedPod>::all(client.clone()), watcher::Config::default());
+    tokio::spawn(watch.default_backoff().modify(forget_managed_fields).reflect(writer).for_each(|_| async {}));
+    pods
+}
+
 /// Audits until the watches end.
 pub async fn run(client: Client, slurm_nodes: NodeCache, config: Config) -> anyhow::Result<()> {
-    let (pods, pods_writer) = reflector::store::<WatchedPod>();
-    let all_pods = watcher(Api::<WatchedPod>::all(client.clone()), watcher::Config::default());
-    tokio::spawn(all_pods.default_backoff().modify(forget_managed_fields).reflect(pods_writer).for_each(|_| async {}));
+    let pods = config.every_pod.clone();
     let (slurmd_store, slurmd_writer) = reflector::store::<Pod>();
     let slurmd_api = match &config.nodeset_namespace {
         Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),

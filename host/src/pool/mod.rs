@@ -7,6 +7,6 @@ mod auditor;
 mod ledger;
 mod metrics;
 
-pub use auditor::{CONDITION, Config, run};
+pub use auditor::{CONDITION, Config, run, watch_every_pod};
 pub use ledger::{Amounts, Finding, NodeLedger, OutsidePod, Resource};
 pub use metrics::PoolMetrics;

@@ -30,7 +30,13 @@ pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> 
     {
         return Some(format!("{node}: no slurmd pod hosts it, {running_for} s after the job started"));
     }
-    nodes.iter().find_map(|node| ctx.placement.refusal(spec, node).map(|why| format!("{node}: {why}")))
+    nodes.iter().find_map(|node| {
+        let why = ctx
+            .placement
+            .refusal(spec, node)
+            .or_else(|| super::pod_rules::refusal(pod, node, placeholder.job.job_id, ctx))?;
+        Some(format!("{node}: {why}"))
+    })
 }
 
 /// Cancels a job Slurm placed where the pod may not run; the pod stays Pending and gets a new job

@@ -41,6 +41,8 @@ pub enum WaitReason {
     /// Slurm placed the pod on a Node another pod is still leaving, and the kubelet would refuse it
     /// until that pod is gone.
     PreviousPodLeaving,
+    /// The pod carries a placement rule sunk cannot honour (named): its owner must change it.
+    Unsupported,
     /// The pod's group does not have all its pods yet: no job is asked for until it has.
     GroupIncomplete,
     /// The group's size cannot be read (bad input: its owner must fix it).
@@ -68,6 +70,7 @@ impl WaitReason {
             WaitReason::GroupIncomplete => "PodGroupIncomplete",
             WaitReason::GroupInvalid => "PodGroupInvalid",
             WaitReason::GroupFull => "PodGroupFull",
+            WaitReason::Unsupported => "Unsupported",
         }
     }
 
@@ -81,7 +84,8 @@ impl WaitReason {
             | WaitReason::NotGranted
             | WaitReason::SlurmRejected
             | WaitReason::SlurmJobFailed
-            | WaitReason::GroupInvalid => AttemptResult::rejected,
+            | WaitReason::GroupInvalid
+            | WaitReason::Unsupported => AttemptResult::rejected,
             WaitReason::GroupIncomplete | WaitReason::GroupFull => AttemptResult::waiting_for_group,
             WaitReason::PolicyFailed
             | WaitReason::SlurmHeld

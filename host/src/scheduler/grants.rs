@@ -48,6 +48,17 @@ impl Grants {
         Some(UidGrant { namespace: namespace.to_owned(), grant, given: granted.gives_uid(uid)? })
     }
 
+    /// Whether namespaces' labels are known (see [`Self::namespace_labels`]).
+    pub fn knows_namespace_labels(&self) -> bool {
+        self.namespaces.is_some()
+    }
+
+    /// A namespace's labels, for a namespaceSelector; none unless a grant selects namespaces by label
+    /// (only then does the host watch them) and the namespace is listed.
+    pub fn namespace_labels(&self, namespace: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        self.listed(namespace).map(|meta| meta.labels().clone())
+    }
+
     /// The namespace as the watch of namespaces has it, when some grant selects by label.
     fn listed(&self, namespace: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {
         self.namespaces.as_ref().and_then(|store| store.get(&ObjectRef::new(namespace)))

@@ -22,12 +22,11 @@ mod orphans;
 mod placeholder;
 mod placement;
 mod placement_checks;
-// Pod-level placement rules: wired into placement next; until then only their tests call them.
-#[allow(dead_code)]
 mod pod_affinity;
 mod pod_lookup;
 mod pod_phase;
 mod pod_record;
+mod pod_rules;
 mod preemption;
 mod reconcile;
 mod scope;
@@ -35,7 +34,6 @@ mod shared_verdicts;
 mod slurmd_pods;
 mod submit;
 mod timing;
-#[allow(dead_code)]
 mod topology_spread;
 mod watched_pod;
 
@@ -100,6 +98,9 @@ pub struct Config {
     pub tenancy: Arc<Tenancy>,
     /// The namespace of the NodeSets whose slurmd pods host Slurm nodes (all when unset).
     pub slurmd_namespace: Option<String>,
+    /// Every pod of the cluster, when the host reads them (the pool audit does): what pod
+    /// (anti-)affinity and topology spread are about.
+    pub every_pod: Option<reflector::Store<WatchedPod>>,
 }
 
 /// Everything a reconcile needs.
@@ -133,6 +134,9 @@ pub struct Context {
     pub requeued_seen: preemption::by_slurm::FirstSeen,
     /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
     pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<WatchedPod>>,
+    /// Every pod of the cluster (see [`Config::every_pod`]), and whether one refuses others.
+    pub every_pod: Option<reflector::Store<WatchedPod>>,
+    pub refusers: pod_rules::Refusers,
 }
 
 impl Context {
@@ -222,6 +226,10 @@ pub async fn run(
     tokio::spawn(count_pending(controller.store(), config.metrics.clone(), config.poll_interval));
 
     let grants = Grants::new(config.tenancy.clone(), namespace_labels(&client, &config.tenancy));
+    let refusers = pod_rules::Refusers::default();
+    if let Some(every_pod) = &config.every_pod {
+        tokio::spawn(refusers.clone().watch(every_pod.clone(), config.poll_interval));
+    }
     let ctx = Arc::new(Context {
         writer: PodWriter::new(client.clone(), &config.scheduler_name).evicting_with(config.evictions),
         client,
@@ -244,6 +252,8 @@ pub async fn run(
         preemptions: preemption::InFlight::default(),
         requeued_seen: preemption::by_slurm::FirstSeen::default(),
         decide_again: changed_tx,
+        refusers: refusers.clone(),
+        every_pod: config.every_pod.clone(),
     });
     tracing::info!(scheduler = %config.scheduler_name, namespaces = %config.scope.describe(), "pod scheduler running");
     controller

@@ -75,7 +75,7 @@ impl Resources {
             }
         }
         let mut pod = total.combine(init_peak, u64::max);
-        if let Some(level) = spec.resources.as_ref() {
+        if let Some(level) = spec.resources.as_deref() {
             pod = pod.with_pod_level(Self::of(Some(level)));
         }
         let overhead = spec.overhead.as_ref().map(|overhead| Self {

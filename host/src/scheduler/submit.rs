@@ -16,6 +16,7 @@ use super::link::PodKey;
 use super::placeholder::{self, PlaceholderKind};
 use super::placement::Verdict;
 use super::placement_checks::Grounds;
+use super::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY};
 use super::{Context, Error, bind, conditions, exclusions, pod_record};
 use crate::failpoint;
@@ -182,6 +183,10 @@ pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &C
     let Ok(verdict) = ctx.placement.verdict(pod_spec(pod)) else {
         return Ok(Placement::Kept); // Slurm's nodes are not known now; the next pass looks again.
     };
+    // A rule it cannot honour now leaves the job as it is: the pod says so when it is next placed.
+    let PodPlacement::Verdict(verdict) = pod_rules::apply(verdict, pod, ctx) else {
+        return Ok(Placement::Kept);
+    };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
     if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
         ctx.placement_checks.record(uid, &grounds);
@@ -268,9 +273,15 @@ async fn decide(pod: &WatchedPod, ctx: &Context) -> Result<Mapped, PolicyError> 
 
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).
 async fn placement(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, Arc<Verdict>>, Error> {
-    match ctx.placement.verdict(pod_spec(pod)) {
-        Ok(verdict) if !verdict.eligible.is_empty() => Ok(ControlFlow::Continue(verdict)),
-        Ok(verdict) => {
+    let verdict = ctx.placement.verdict(pod_spec(pod)).map(|verdict| pod_rules::apply(verdict, pod, ctx));
+    match verdict {
+        Ok(PodPlacement::Unsupported(why)) => {
+            let message = format!("a placement rule sunk cannot honour: {why}");
+            conditions::failing(ctx, pod, WaitReason::Unsupported, &message, "FailedScheduling").await?;
+            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
+        }
+        Ok(PodPlacement::Verdict(verdict)) if !verdict.eligible.is_empty() => Ok(ControlFlow::Continue(verdict)),
+        Ok(PodPlacement::Verdict(verdict)) => {
             let message = verdict.nothing_fits();
             conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;

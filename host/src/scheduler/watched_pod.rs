@@ -32,7 +32,7 @@ pub struct PodNeeds {
     pub containers: Vec<ContainerNeeds>,
     pub init_containers: Option<Vec<ContainerNeeds>>,
     /// Pod-level requests and limits (CPU and memory), which replace the containers' sum.
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<Box<ResourceRequirements>>,
     pub overhead: Option<BTreeMap<String, Quantity>>,
     pub node_name: Option<String>,
     /// Who binds the pod: a pod of another scheduler is not held by a placeholder.

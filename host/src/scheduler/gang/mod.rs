@@ -31,6 +31,7 @@ use super::job_cache::Placeholder;
 use super::link::{self, GangLink, PodKey};
 use super::placeholder;
 use super::placement::Verdict;
+use super::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY};
 use super::{Context, Error, conditions, exclusions, pod_lookup, submit};
 use crate::slurm::{SlurmError, expand_hostlist};
@@ -104,7 +105,12 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
         }
     };
     let verdict = match gang_verdict(chosen, ctx) {
-        Some(verdict) => verdict,
+        Some(Ok(verdict)) => verdict,
+        Some(Err(why)) => {
+            let message =
+                format!("a member of pod group {} has a placement rule sunk cannot honour: {why}", group.name);
+            return group_waits(ctx, pod, chosen, &mut last_wait, WaitReason::Unsupported, message).await;
+        }
         None => return Ok(Action::requeue(RETRY)),
     };
     // Slurm fails a job asking for more nodes than it may use: wait, unsubmitted, for nodes (an
@@ -267,12 +273,16 @@ fn record_wait(last_wait: &mut GroupWait, reason: WaitReason, message: String) -
     news
 }
 
-/// The nodes every member may use: exclusions of all members joined.
-fn gang_verdict(members: &[Arc<WatchedPod>], ctx: &Context) -> Option<Verdict> {
+/// The nodes every member may use: exclusions of all members joined (none while Slurm's nodes cannot
+/// be read), or the rule of a member sunk cannot honour.
+fn gang_verdict(members: &[Arc<WatchedPod>], ctx: &Context) -> Option<Result<Verdict, String>> {
     let mut verdict: Option<Verdict> = None;
     for member in members {
         let spec = member.spec.as_ref()?;
-        let next = ctx.placement.verdict(spec).ok()?;
+        let next = match pod_rules::apply(ctx.placement.verdict(spec).ok()?, member, ctx) {
+            PodPlacement::Verdict(next) => next,
+            PodPlacement::Unsupported(why) => return Some(Err(format!("pod {}: {why}", member.name_any()))),
+        };
         verdict = Some(match verdict {
             None => Arc::unwrap_or_clone(next),
             Some(mut joined) => {
@@ -283,7 +293,7 @@ fn gang_verdict(members: &[Arc<WatchedPod>], ctx: &Context) -> Option<Verdict> {
             }
         });
     }
-    verdict
+    verdict.map(Ok)
 }
 
 fn key_of(pod: &WatchedPod) -> PodKey {

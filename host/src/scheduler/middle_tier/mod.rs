@@ -139,6 +139,8 @@ impl World {
             preemptions: preemption::InFlight::default(),
             requeued_seen: preemption::by_slurm::FirstSeen::default(),
             decide_again,
+            every_pod: None,
+            refusers: Default::default(),
         };
         let world = Self {
             slurm,

@@ -1,6 +1,7 @@
 //! The end-to-end suite, one module per area, in one test binary: each of the fifteen linked the whole
 //! host on its own, which cost a link (and a few hundred MB of disk) apiece on a cold build.
 
+mod affinity;
 mod bursts;
 mod chart;
 mod chart_accounting;

@@ -1,0 +1,201 @@
+//! The pod-level placement rules in Slurm's terms: required pod (anti-)affinity and topology spread
+//! judged against every pod where it runs (`pod_affinity`), the Nodes they refuse made Slurm nodes the
+//! placeholder must not run on. They need every pod of the cluster, not only sunk's: the host reads
+//! them when it audits the pool (`--pool-audit`, the chart's default); without that read a pod with
+//! such a rule waits `Unsupported`, never placed as if it had none.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+
+use super::Context;
+use super::placement::Verdict;
+use super::pod_affinity::{Neighbourhood, PodRules, judge};
+use crate::scheduler::watched_pod::WatchedPod;
+use crate::slurm::expand_hostlist;
+
+/// Where a pod may go once its pod-level rules are counted.
+pub enum PodPlacement {
+    Verdict(Arc<Verdict>),
+    /// A rule the host cannot honour: the field and why.
+    Unsupported(String),
+}
+
+/// Whether any pod of the cluster carries a required pod anti-affinity (which may refuse any other
+/// pod), looked at once per poll rather than on every pod's pass.
+#[derive(Clone, Default)]
+pub struct Refusers(Arc<AtomicBool>);
+
+impl Refusers {
+    pub async fn watch(self, pods: Store<WatchedPod>, interval: Duration) {
+        let mut ticker = tokio::time::interval(interval);
+        loop {
+            ticker.tick().await;
+            let any = pods.state().iter().any(|pod| {
+                let anti = pod.spec.as_ref().and_then(|spec| spec.affinity.as_ref()?.pod_anti_affinity.as_ref());
+                anti.is_some_and(|anti| anti.required_during_scheduling_ignored_during_execution.is_some())
+            });
+            self.0.store(any, Ordering::Relaxed);
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The first pod-level rule the pod carries, by field, if any.
+fn first_rule(pod: &WatchedPod) -> Option<&'static str> {
+    let spec = pod.spec.as_ref()?;
+    let affinity = spec.affinity.as_ref();
+    if affinity.and_then(|affinity| affinity.pod_affinity.as_ref()).is_some() {
+        return Some("spec.affinity.podAffinity");
+    }
+    if affinity.and_then(|affinity| affinity.pod_anti_affinity.as_ref()).is_some() {
+        return Some("spec.affinity.podAntiAffinity");
+    }
+    spec.topology_spread_constraints.as_ref().filter(|constraints| !constraints.is_empty())?;
+    Some("spec.topologySpreadConstraints")
+}
+
+/// Whether a required pod (anti-)affinity term of the pod selects namespaces by label.
+fn selects_namespaces(pod: &WatchedPod) -> bool {
+    let Some(affinity) = pod.spec.as_ref().and_then(|spec| spec.affinity.as_ref()) else { return false };
+    let affinity_terms =
+        affinity.pod_affinity.as_ref().and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
+    let anti_terms = affinity
+        .pod_anti_affinity
+        .as_ref()
+        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
+    affinity_terms.into_iter().chain(anti_terms).flatten().any(|term| term.namespace_selector.is_some())
+}
+
+/// `verdict` with the Slurm nodes the pod's pod-level rules, and other pods' anti-affinity, refuse.
+pub fn apply(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context) -> PodPlacement {
+    judged(verdict, pod, ctx, u32::MAX)
+}
+
+/// [`apply`], counting the unbound pods whose placeholders Slurm started before job `before` only:
+/// two pods Slurm put together against their rules must not both give way.
+fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -> PodPlacement {
+    let rule = first_rule(pod);
+    if rule.is_none() && !ctx.refusers.any() {
+        return PodPlacement::Verdict(verdict);
+    }
+    let Some(every_pod) = &ctx.every_pod else {
+        return match rule {
+            Some(field) => PodPlacement::Unsupported(format!(
+                "{field}: this host reads only the pods it schedules (--pool-audit=false), not the pods the \
+                 rule is about"
+            )),
+            None => PodPlacement::Verdict(verdict),
+        };
+    };
+    if !ctx.grants.knows_namespace_labels() && selects_namespaces(pod) {
+        return PodPlacement::Unsupported(
+            "namespaceSelector of a pod (anti-)affinity term: this host watches namespaces' labels only when a \
+             tenancy grant selects namespaces by label"
+                .into(),
+        );
+    }
+    let (nodes, pods, own) = (ctx.placement.nodes.state(), every_pod.state(), ctx.pods.state());
+    let kube_node_of = ctx.slurmd.kube_nodes();
+    let mut neighbourhood = Neighbourhood::new(nodes.iter().map(AsRef::as_ref), pods.iter().map(AsRef::as_ref));
+    // Pods whose placeholder Slurm started but which are not bound yet are there already: the next
+    // replica of a Deployment must see the one before it.
+    let assumed: Vec<(&WatchedPod, &String)> = own
+        .iter()
+        .filter(|other| other.uid() != pod.uid() && other.spec.as_ref().is_some_and(|spec| spec.node_name.is_none()))
+        .filter_map(|other| {
+            let uid = other.uid()?;
+            let running = ctx.jobs.for_pod(&uid).into_iter().find(|placeholder| {
+                placeholder.job.state() == crate::slurm::JobState::Running && placeholder.job.job_id < before
+            })?;
+            let nodes = expand_hostlist(&running.job.nodes).ok()?;
+            let [node] = nodes.as_slice() else { return None };
+            Some((other.as_ref(), kube_node_of.get(node)?))
+        })
+        .collect();
+    for (other, node) in &assumed {
+        neighbourhood.assume(other, node);
+    }
+    let namespace_labels = |namespace: &str| ctx.grants.namespace_labels(namespace);
+    match judge(pod, &neighbourhood, namespace_labels) {
+        PodRules::Unsupported { field, why } => PodPlacement::Unsupported(format!("{field}: {why}")),
+        PodRules::Honoured { excluded, .. } if excluded.is_empty() => PodPlacement::Verdict(verdict),
+        PodRules::Honoured { excluded, .. } => {
+            let refused: BTreeMap<String, String> = kube_node_of
+                .iter()
+                .filter_map(|(slurm, kube)| {
+                    let refusal = excluded.get(kube)?;
+                    Some((slurm.clone(), format!("Kubernetes Node {kube}: {refusal}")))
+                })
+                .collect();
+            PodPlacement::Verdict(Arc::new(excluding(&verdict, refused)))
+        }
+    }
+}
+
+/// `verdict` with `refused` Slurm nodes excluded too (a node excluded already keeps its first reason).
+fn excluding(verdict: &Verdict, refused: BTreeMap<String, String>) -> Verdict {
+    let mut joined = verdict.clone();
+    for (node, why) in refused {
+        joined.eligible.remove(&node);
+        joined.excluded.entry(node).or_insert(why);
+    }
+    joined
+}
+
+/// Why the pod's pod-level rules refuse `slurm_node`, where Slurm started its job `job_id`, if they do
+/// (checked before binding: a pod placed meanwhile may refuse it now).
+pub fn refusal(pod: &WatchedPod, slurm_node: &str, job_id: u32, ctx: &Context) -> Option<String> {
+    let verdict =
+        Arc::new(Verdict { excluded: BTreeMap::new(), eligible: std::iter::once(slurm_node.to_owned()).collect() });
+    match judged(verdict, pod, ctx, job_id) {
+        PodPlacement::Verdict(verdict) => verdict.excluded.get(slurm_node).cloned(),
+        PodPlacement::Unsupported(why) => Some(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_node_moves_from_eligible_to_excluded_and_keeps_an_earlier_reason() {
+        let verdict = Verdict {
+            excluded: BTreeMap::from([("n1".into(), "tainted".into())]),
+            eligible: ["n2".to_string(), "n3".to_string()].into_iter().collect(),
+        };
+        let refused = BTreeMap::from([("n1".into(), "anti-affinity".into()), ("n2".into(), "anti-affinity".into())]);
+        let joined = excluding(&verdict, refused);
+        assert_eq!(joined.eligible.into_iter().collect::<Vec<_>>(), ["n3"]);
+        assert_eq!(joined.excluded["n1"], "tainted");
+        assert_eq!(joined.excluded["n2"], "anti-affinity");
+    }
+
+    #[test]
+    fn the_first_rule_names_its_field() {
+        let pod = |spec: serde_json::Value| -> WatchedPod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec})).unwrap()
+        };
+        let any = serde_json::json!([]);
+        let cases = [
+            (serde_json::json!({"containers": []}), None),
+            (serde_json::json!({"affinity": {"podAntiAffinity": {}}}), Some("spec.affinity.podAntiAffinity")),
+            (serde_json::json!({"affinity": {"podAffinity": {}}}), Some("spec.affinity.podAffinity")),
+            (serde_json::json!({"topologySpreadConstraints": any}), None),
+            (
+                serde_json::json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "k", "whenUnsatisfiable": "DoNotSchedule"}]}),
+                Some("spec.topologySpreadConstraints"),
+            ),
+        ];
+        for (spec, field) in cases {
+            assert_eq!(first_rule(&pod(spec.clone())), field, "{spec}");
+        }
+    }
+}
