@@ -9,7 +9,8 @@ use std::fmt::Display;
 use async_trait::async_trait;
 
 use super::{
-    ApiVersion, Job, JobDescription, JobStates, JobUpdate, JobsPage, NodeUpdate, NodesPage, SlurmClient, SlurmError,
+    ApiVersion, Job, JobDescription, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage, SlurmClient,
+    SlurmError,
 };
 
 /// A job as Slurm names it: `12`, `"12"`, or `"10_3"` for task 3 of array 10.
@@ -40,6 +41,8 @@ pub trait Slurm: Send + Sync {
     async fn job_states(&self) -> Result<JobStates, SlurmError>;
     /// Every node, or "unchanged since `since`".
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError>;
+    /// One node as Slurm has it now, if it knows it: one small request, not a listing.
+    async fn node(&self, name: &str) -> Result<Option<Node>, SlurmError>;
     async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError>;
     /// Deletes a dynamic node; one already gone is not an error.
     async fn delete_node(&self, name: &str) -> Result<(), SlurmError>;
@@ -82,6 +85,9 @@ impl Slurm for SlurmClient {
     }
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
         SlurmClient::nodes(self, since).await
+    }
+    async fn node(&self, name: &str) -> Result<Option<Node>, SlurmError> {
+        SlurmClient::node(self, name).await
     }
     async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
         SlurmClient::update_node(self, name, update).await

@@ -388,6 +388,17 @@ impl SlurmClient {
         Ok(NodesPage::All { nodes: answer.nodes, last_update })
     }
 
+    /// One node as Slurm has it now (`GET node/<name>`), or None when Slurm does not know it.
+    pub async fn node(&self, name: &str) -> Result<Option<Node>, SlurmError> {
+        let response = self.send("node", self.request(Method::GET, &node_path(name))?).await?;
+        match decode::<NodesResponse>("node", response).await {
+            Ok(answer) => Ok(answer.nodes.into_iter().find(|node| node.name == name)),
+            Err(SlurmError::Api { status: 404, .. }) => Ok(None),
+            Err(SlurmError::Api { errors, .. }) if !errors.is_empty() && errors.iter().all(unknown_node) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Changes a node's state, reason or comment.
     pub async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
         let response = self.send("node update", self.request(Method::POST, &node_path(name))?.json(update)).await?;

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::slurm::{
-    ApiVersion, Job, JobDescription, JobId, JobStates, JobUpdate, JobsPage, NodeUpdate, NodesPage, Slurm, SlurmError,
+    ApiVersion, Job, JobDescription, JobId, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage, Slurm,
+    SlurmError,
 };
 
 const CLOSED: &str = "this host no longer holds the leader Lease";
@@ -138,6 +139,9 @@ impl Slurm for FencedSlurm {
     }
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
         self.slurm.nodes(since).await
+    }
+    async fn node(&self, name: &str) -> Result<Option<Node>, SlurmError> {
+        self.slurm.node(name).await
     }
     async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
         self.may_write()?.update_node(name, update).await

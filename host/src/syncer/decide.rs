@@ -1,17 +1,19 @@
 //! What the Syncer does to one Slurm node in one pass: drain it, resume it, or leave it. Pure; the
 //! policy is asked through `ask`.
 //!
-//! Ownership: sunk owns only drains whose reason starts with `k8s:`. An administrator's drain is
-//! never resumed, overwritten or re-worded; a drain the NodeSet controller set for a pod it removes
-//! (the pod carries its mark) is the NodeSet's to undo.
+//! Ownership: sunk owns only drains whose reason starts with `k8s:`. A node drained or down for any
+//! other reason (an administrator's, Slurm's own) is never drained over, resumed or re-worded: what
+//! sunk would have written is reported as withheld instead. A drain the NodeSet controller set for a
+//! pod it removes (the pod carries its mark) is the NodeSet's to undo.
+//!
+//! A drain or resume decided on a listing is decided again on the node as Slurm has it right before
+//! the write ([`writes`]): a listing can predate an administrator's drain by a poll.
 
 use crate::policy::{DrainDecision, KeyValue, NodeAction, NodeEvent, PolicyError};
 use crate::slurm;
 use crate::vocabulary::{HOST_OWNED_ANNOTATIONS, is_owned_drain, owned_drain};
 
 use super::causes::Cause;
-
-/// Every drain sunk sets starts with this, so only those are ever undone.
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -26,6 +28,31 @@ pub enum Action {
     Resume {
         cause: Option<String>,
     },
+    /// A drain or resume was due, but someone else holds the node ([`held_by_another`]).
+    Withheld(Withheld),
+}
+
+/// What the Syncer would have written to a node someone else holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Withheld {
+    /// A cause (its key) wants the node drained.
+    Drain { cause: String },
+    /// The cause sunk drained for (its key) cleared, but sunk's drain was replaced by another's.
+    Resume { cause: String },
+}
+
+/// Whether `action` writes to Slurm, and so must be decided again on the node as it is right then.
+pub fn writes(action: &Action) -> bool {
+    matches!(action, Action::Drain { .. } | Action::Resume { .. })
+}
+
+/// Whether the node is drained, or down, for a reason sunk did not write: an administrator's
+/// (`scontrol update state=drain reason="bad dimm"`) or Slurm's own (`Not responding`). A down node
+/// with no reason has none to overwrite.
+pub fn held_by_another(node: &slurm::Node) -> bool {
+    let flags = node.flags();
+    let down_for_a_reason = flags.base() == "DOWN" && !node.reason.is_empty();
+    (flags.is_draining() || down_for_a_reason) && !is_owned_drain(&node.reason)
 }
 
 /// The decision, and the annotations the policy asked for on the slurmd pod.
@@ -68,7 +95,7 @@ pub fn decide(
     // need not wait for a slow listing. A resume lets jobs in, so it waits for a fresh view that
     // shows no one else's drain arrived meanwhile.
     let action = match (input.view, action) {
-        (View::Stale, Action::Resume { .. }) => Action::Nothing,
+        (View::Stale, Action::Resume { .. } | Action::Withheld(Withheld::Resume { .. })) => Action::Nothing,
         (_, action) => action,
     };
     let (annotations, refused): (Vec<KeyValue>, Vec<KeyValue>) =
@@ -90,12 +117,10 @@ fn decide_action(
             wanted = Some((owned_drain(reason), cause));
         }
     }
-    let flags = input.slurm.flags();
-    let drained = flags.is_draining();
+    let drained = input.slurm.flags().is_draining();
     let reason = input.slurm.reason.as_str();
-    let nothing = |annotations| Ok((Action::Nothing, annotations));
-    if input.nodeset_owned || (drained && !is_owned_drain(reason)) {
-        return nothing(annotations);
+    if input.nodeset_owned {
+        return Ok((Action::Nothing, annotations));
     }
     let action = match wanted {
         Some((wanted, _)) if drained && reason == wanted => Action::Nothing,
@@ -120,7 +145,20 @@ fn decide_action(
             None => Action::Resume { cause: None },
         },
     };
-    Ok((action, annotations))
+    Ok((unless_held_by_another(action, input.slurm), annotations))
+}
+
+/// `action`, or what it withholds when someone else holds the node. A resume for no recorded cause
+/// is no resume at all there: sunk never drained it.
+fn unless_held_by_another(action: Action, node: &slurm::Node) -> Action {
+    if !held_by_another(node) {
+        return action;
+    }
+    match action {
+        Action::Drain { cause, .. } => Action::Withheld(Withheld::Drain { cause }),
+        Action::Resume { cause: Some(cause) } => Action::Withheld(Withheld::Resume { cause }),
+        _ => Action::Nothing,
+    }
 }
 
 #[cfg(test)]

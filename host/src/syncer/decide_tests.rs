@@ -37,11 +37,52 @@ fn a_cordon_drains_once() {
     assert_eq!(run(&[cordon()], &node(&["IDLE", "DRAIN"], "k8s: cordoned"), Some("cordon"), None), Action::Nothing);
 }
 
+fn withheld_drain() -> Action {
+    Action::Withheld(Withheld::Drain { cause: "cordon".into() })
+}
+
 #[test]
-fn an_administrators_drain_is_never_touched() {
-    let admin = node(&["IDLE", "DRAIN"], "bad dimm");
-    assert_eq!(run(&[cordon()], &admin, None, None), Action::Nothing);
-    assert_eq!(run(&[], &admin, Some("cordon"), Some(NodeEvent::Uncordoned)), Action::Nothing);
+fn a_node_someone_else_holds_is_never_written_over() {
+    let drain = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    let uncordoned = || Some(NodeEvent::Uncordoned);
+    #[rustfmt::skip]
+    let cases = [
+        ("a cordon over an administrator's drain",
+         vec![cordon()], node(&["IDLE", "DRAIN"], "admin: bad dimm"), None, None, withheld_drain()),
+        ("a cordon over an administrator's drain of a busy node",
+         vec![cordon()], node(&["MIXED", "DRAIN"], "admin: bad dimm"), None, None, withheld_drain()),
+        ("a cordon over an administrator's down",
+         vec![cordon()], node(&["DOWN"], "admin: bad psu"), None, None, withheld_drain()),
+        ("a cordon over Slurm's own down",
+         vec![cordon()], node(&["DOWN", "NOT_RESPONDING"], "Not responding"), None, None, withheld_drain()),
+        ("a cordon over a down node with no reason to overwrite",
+         vec![cordon()], node(&["DOWN"], ""), None, None, drain),
+        ("a cordon over sunk's own drain of a down node",
+         vec![cordon()], node(&["DOWN", "DRAIN"], "k8s: cordoned"), Some("cordon"), None, Action::Nothing),
+        ("an uncordon after an administrator replaced sunk's drain",
+         vec![], node(&["IDLE", "DRAIN"], "admin: bad dimm"), Some("cordon"), uncordoned(),
+         Action::Withheld(Withheld::Resume { cause: "cordon".into() })),
+        ("an uncordon of a node an administrator drained before the cordon",
+         vec![], node(&["IDLE", "DRAIN"], "admin: bad dimm"), None, None, Action::Nothing),
+        ("an administrator's down with no cause at all",
+         vec![], node(&["DOWN"], "admin: bad psu"), None, None, Action::Nothing),
+        ("an uncordon of sunk's own drain",
+         vec![], node(&["IDLE", "DRAIN"], "k8s: cordoned"), Some("cordon"), uncordoned(),
+         Action::Resume { cause: Some("cordon".into()) }),
+    ];
+    for (case, causes, slurm, drained_for, cleared, expected) in cases {
+        assert_eq!(run(&causes, &slurm, drained_for, cleared), expected, "{case}");
+    }
+}
+
+#[test]
+fn only_a_drain_or_a_resume_is_decided_again_before_it_is_written() {
+    let written = [
+        Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false },
+        Action::Resume { cause: None },
+    ];
+    assert!(written.iter().all(writes));
+    assert!(![Action::Nothing, withheld_drain()].iter().any(writes));
 }
 
 #[test]
@@ -127,7 +168,9 @@ fn on_a_stale_view_a_drain_goes_ahead_and_a_resume_waits() {
     };
     let drain = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
     assert_eq!(on_stale(&[cordon()], &node(&["IDLE"], ""), None, None), drain);
-    assert_eq!(on_stale(&[cordon()], &node(&["IDLE", "DRAIN"], "bad dimm"), None, None), Action::Nothing);
+    let admin = node(&["IDLE", "DRAIN"], "bad dimm");
+    assert_eq!(on_stale(&[cordon()], &admin, None, None), withheld_drain());
+    assert_eq!(on_stale(&[], &admin, Some("cordon"), Some(NodeEvent::Uncordoned)), Action::Nothing, "as a resume");
     let drained = node(&["IDLE", "DRAIN"], "k8s: cordoned");
     assert_eq!(on_stale(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)), Action::Nothing);
     assert_eq!(on_stale(&[], &drained, None, None), Action::Nothing, "not even with no cause recorded");

@@ -17,7 +17,7 @@ use crate::kube::EventRecorder;
 use crate::kube::fake_api::FakeApi;
 use crate::policy::{FailureModes, Policies};
 use crate::slurm::{FakeSlurm, NodeCache, NodeCacheConfig, NodeUpdate, Slurm};
-use crate::vocabulary::{OWNED_DRAIN_PREFIX, SLURM_NODE_LABEL};
+use crate::vocabulary::{DRAINED_FOR_ANNOTATION, OWNED_DRAIN_PREFIX, SLURM_NODE_LABEL};
 
 const NODE: &str = "kube-node-1";
 const SLURM_NODE: &str = "slurm-1";
@@ -28,6 +28,8 @@ struct World {
     api: FakeApi,
     ctx: Arc<Context>,
     pods: reflector::store::Writer<Pod>,
+    /// Requests to Slurm that set the world up, before the test's.
+    set_up: usize,
 }
 
 impl World {
@@ -68,7 +70,31 @@ impl World {
             metrics: SyncerMetrics::default(),
             own_writes: Default::default(),
         };
-        Self { slurm, api, ctx: Arc::new(ctx), pods: pods_writer }
+        let set_up = slurm.requests().len();
+        Self { slurm, api, ctx: Arc::new(ctx), pods: pods_writer, set_up }
+    }
+
+    /// Every request that changed something in Slurm since the world was set up, as `verb target`.
+    fn slurm_writes(&self) -> Vec<String> {
+        self.slurm.requests().split_off(self.set_up)
+    }
+
+    /// `scontrol update nodename=slurm-1 state=drain reason=...`
+    async fn administrator_drains(&self, reason: &str) {
+        self.slurm.update_node(SLURM_NODE, &NodeUpdate::drain(reason)).await.unwrap();
+    }
+
+    /// The slurmd pod's annotation `key`.
+    fn slurmd_annotation(&self, key: &str) -> Option<String> {
+        self.api.pod("slurm", "slurmd-1")?.metadata.annotations?.get(key).cloned()
+    }
+
+    /// The Events about the Node, by reason.
+    fn events(&self) -> Vec<String> {
+        let about = format!("/{NODE} ");
+        let events =
+            self.api.writes().into_iter().filter(|write| write.starts_with("event ") && write.contains(&about));
+        events.filter_map(|write| write.rsplit(' ').next().map(str::to_owned)).collect()
     }
 
     /// The controller's pass over the Node, its caches caught up first (as the watch and the poll
@@ -120,7 +146,7 @@ async fn a_cordon_drains_the_slurm_node_and_an_uncordon_resumes_it() {
     let reason = world.drain_reason().expect("the cordon drains the Slurm node");
     assert!(reason.starts_with(OWNED_DRAIN_PREFIX) && reason.contains("cordoned"), "{reason}");
     assert_eq!(world.node_condition("SlurmDrain").map(|(status, _)| status).as_deref(), Some("True"));
-    assert_eq!(world.slurm.requests(), [format!("drain {SLURM_NODE}")], "one drain, not one per pass");
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}")], "one drain, not one per pass");
 
     world.cordon(false);
     world.sync().await;
@@ -130,8 +156,7 @@ async fn a_cordon_drains_the_slurm_node_and_an_uncordon_resumes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_administrators_drain_is_shown_on_the_node_and_survives_a_cordon_and_an_uncordon() {
     let mut world = World::new().await;
-    // `scontrol update nodename=slurm-1 state=drain reason="bad dimm"`
-    world.slurm.update_node(SLURM_NODE, &NodeUpdate::drain("bad dimm")).await.unwrap();
+    world.administrator_drains("bad dimm").await;
     world.sync().await;
     assert_eq!(world.node_condition("SlurmDrain"), Some(("True".into(), "bad dimm".into())));
 
@@ -140,7 +165,7 @@ async fn an_administrators_drain_is_shown_on_the_node_and_survives_a_cordon_and_
     world.cordon(false);
     world.sync().await;
     assert_eq!(world.drain_reason().as_deref(), Some("bad dimm"), "the administrator's reason stands");
-    assert_eq!(world.slurm.requests(), [format!("drain {SLURM_NODE}")], "the Syncer wrote nothing to Slurm");
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}")], "the Syncer wrote nothing to Slurm");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,7 +174,7 @@ async fn while_slurm_cannot_be_read_a_cordon_changes_nothing_until_it_can() {
     world.slurm.set_reachable(false);
     world.cordon(true);
     world.sync().await;
-    assert!(world.slurm.requests().is_empty(), "nothing is written on a view that cannot be trusted");
+    assert!(world.slurm_writes().is_empty(), "nothing is written on a view that cannot be trusted");
 
     world.slurm.set_reachable(true);
     world.sync().await;
@@ -171,7 +196,7 @@ async fn a_cordon_right_after_an_uncordon_drains_before_a_listing_shows_the_resu
     world.cordon(true);
     world.pass_before_the_next_poll().await;
     assert!(world.drain_reason().is_some(), "drained again at once, not at the next listing");
-    let drains = world.slurm.requests().iter().filter(|request| request.starts_with("drain")).count();
+    let drains = world.slurm_writes().iter().filter(|request| request.starts_with("drain")).count();
     assert_eq!(drains, 2);
 }
 
@@ -187,5 +212,44 @@ async fn while_listings_are_slow_a_cordon_drains_and_an_uncordon_waits_for_a_fre
     world.cordon(false);
     world.sync().await;
     assert!(world.drain_reason().is_some(), "a resume lets jobs in: it waits for a fresh listing");
-    assert_eq!(world.slurm.requests(), [format!("drain {SLURM_NODE}")]);
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordon_decided_on_a_listing_that_predates_an_administrators_drain_writes_nothing() {
+    let mut world = World::new().await;
+    world.sync().await;
+    // Drained 0.4 s before the cordon, after the last listing: the pass still sees the node idle.
+    world.administrator_drains("admin: bad dimm").await;
+    world.cordon(true);
+    world.pass_before_the_next_poll().await;
+    assert_eq!(world.drain_reason().as_deref(), Some("admin: bad dimm"), "not drained over");
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}")], "only the administrator's drain");
+    assert!(world.events().contains(&"SlurmDrainWithheld".to_owned()), "{:?}", world.events());
+    assert_eq!(world.slurmd_annotation(DRAINED_FOR_ANNOTATION), None, "sunk drained nothing");
+
+    world.cordon(false);
+    world.pass_before_the_next_poll().await;
+    world.sync().await;
+    assert_eq!(world.drain_reason().as_deref(), Some("admin: bad dimm"), "the uncordon resumes nothing");
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncordon_keeps_an_administrators_drain_that_replaced_sunks() {
+    let mut world = World::new().await;
+    world.cordon(true);
+    world.sync().await;
+    assert_eq!(world.slurmd_annotation(DRAINED_FOR_ANNOTATION).as_deref(), Some("cordon"));
+    // The administrator re-words the drain after the last listing, which still shows sunk's.
+    world.administrator_drains("admin: bad dimm").await;
+    world.cordon(false);
+    world.pass_before_the_next_poll().await;
+    assert_eq!(world.drain_reason().as_deref(), Some("admin: bad dimm"), "not resumed");
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}"), format!("drain {SLURM_NODE}")]);
+    assert!(!world.events().contains(&"SlurmResumed".to_owned()), "{:?}", world.events());
+
+    world.sync().await;
+    assert_eq!(world.drain_reason().as_deref(), Some("admin: bad dimm"));
+    assert_eq!(world.slurm_writes().len(), 2, "nor once a listing shows it");
 }

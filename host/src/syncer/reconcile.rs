@@ -3,9 +3,10 @@
 //! is re-derived from the Node, its pod and the shared Slurm node cache, so a restart, a missed
 //! event or a Slurm outage only delays what is due.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -16,7 +17,7 @@ use kube::{Resource, ResourceExt};
 
 use super::causes;
 use super::context::{Context, Error};
-use super::decide::{Action, DecideInput, Decided, View, decide};
+use super::decide::{self, Action, DecideInput, Decided, View, Withheld, decide};
 use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
 use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, node_context};
 use crate::policy::worlds::NodeEventInput;
@@ -61,10 +62,25 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     };
     ctx.metrics.observe_view_age(snapshot.confirmed_at);
     // Decided on the Syncer's own last write where the listing predates it; mirrored as listed.
-    let slurm_node = &*ctx.own_writes.believed(listed, snapshot.confirmed_at);
+    let believed = ctx.own_writes.believed(listed, snapshot.confirmed_at);
 
     let started = std::time::Instant::now();
-    let decided = decide_for(&ctx, &node, &pod, slurm_node, view)?;
+    let mut decided = decide_for(&ctx, &node, &pod, &believed, view)?;
+    // The listing may predate someone else's drain by a poll (an administrator's, 0.4 s before a
+    // cordon): a write is decided again on the node as Slurm has it now, so it never lands on a
+    // reason sunk did not write. The window left is this read's round trip.
+    let reread = decide::writes(&decided.action);
+    let slurm_node = if reread {
+        let asked_at = SystemTime::now();
+        let Some(fresh) = ctx.slurm.node(&listed.name).await? else {
+            return Ok(Requeue::requeue(RETRY));
+        };
+        let fresh = ctx.own_writes.believed(&fresh, asked_at).into_owned();
+        decided = decide_for(&ctx, &node, &pod, &fresh, View::Fresh)?;
+        Cow::Owned(fresh)
+    } else {
+        believed
+    };
     if !decided.refused_annotations.is_empty() {
         let keys = decided.refused_annotations.join(",");
         tracing::warn!(node = %node.name_any(), %keys, "the drain policy asked to write annotations the host keeps; not written");
@@ -75,9 +91,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         }
         View::Stale => BTreeMap::new(),
     };
-    apply(&ctx, &node, slurm_node, &decided.action, &mut annotations).await?;
+    apply(&ctx, &node, &slurm_node, &decided.action, &mut annotations).await?;
     let applied = started.elapsed();
-    let unsettled = decided.action != Action::Nothing || !decided_on_settled_view(&node, slurm_node);
+    let unsettled = decide::writes(&decided.action) || !decided_on_settled_view(&node, &slurm_node);
     let mirrored = match view {
         View::Fresh => slurm_state_annotations(&ctx, &node, &pod, listed).await?,
         View::Stale => Vec::new(),
@@ -90,9 +106,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     if let Some(patch) = mirror::annotation_patch(&pod, &annotations) {
         ignore_gone(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?;
     }
+    let cordoned = cordoned(&node);
     if view == View::Stale {
         // Mirrored, and resumed if due, once a listing is fresh: the node cache then wakes every Node.
-        tracing::debug!(node = %name, action = ?decided.action, ?applied, took = ?started.elapsed(), "synced on a stale view");
+        tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced on a stale view");
         return Ok(Requeue::requeue(RETRY));
     }
     if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(listed), &now) {
@@ -103,15 +120,19 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         ignore_gone(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
     // Where a slow cordon -> drain goes: a pass over a Node holds back the next one over it.
-    tracing::debug!(node = %name, action = ?decided.action, ?applied, took = ?started.elapsed(), "synced");
+    tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced");
     Ok(Requeue::requeue(if unsettled { SOON } else { RESYNC }))
 }
 
+fn cordoned(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|spec| spec.unschedulable).unwrap_or(false)
+}
+
 /// A drained node on an uncordoned Node, or the reverse, may be a view that predates the Syncer's
-/// own last write: worth a second look soon.
+/// own last write: worth a second look soon. Not when someone else holds the node: the Syncer
+/// writes nothing there, and a listing that shows them gone wakes the Node anyway.
 fn decided_on_settled_view(node: &Node, slurm_node: &slurm::Node) -> bool {
-    let cordoned = node.spec.as_ref().and_then(|spec| spec.unschedulable).unwrap_or(false);
-    cordoned == slurm_node.flags().is_draining()
+    cordoned(node) == slurm_node.flags().is_draining() || decide::held_by_another(slurm_node)
 }
 
 pub fn error_policy(node: Arc<Node>, error: &Error, _ctx: Arc<Context>) -> Requeue {
@@ -189,6 +210,29 @@ async fn apply(
                 format!("resumed Slurm node {} (was: {}); cause cleared: {cause}", slurm_node.name, slurm_node.reason);
             ctx.recorder.publish(&about, false, "SlurmResumed", "Resume", note).await;
             ctx.metrics.applied("resume", cause);
+        }
+        Action::Withheld(withheld) => {
+            let held = format!(
+                "Slurm node {} is {} by {}: {}",
+                slurm_node.name,
+                if slurm_node.flags().is_draining() { "drained" } else { "down" },
+                who(slurm_node),
+                slurm_node.reason
+            );
+            let (wanted, event, note, cause) = match withheld {
+                Withheld::Drain { cause } => {
+                    let note = format!("{held}; not drained for {cause}: the reason is not sunk's");
+                    ("drain", "SlurmDrainWithheld", note, cause)
+                }
+                Withheld::Resume { cause } => {
+                    // Sunk's drain was replaced: nothing of sunk's is left on the node to undo.
+                    annotations.insert(DRAINED_FOR_ANNOTATION.into(), None);
+                    let note = format!("{held}; it replaced sunk's drain for {cause}, so it is not resumed");
+                    ("resume", "SlurmResumeWithheld", note, cause)
+                }
+            };
+            ctx.recorder.publish(&about, false, event, "Withhold", note).await;
+            ctx.metrics.withheld(wanted, cause);
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! A hostile slurmrestd: a proxy on loopback in front of the real one that passes each request on, or,
-//! when told, answers it with garbage of one kind. Every connection carries one request and is closed
-//! after its answer, so that a change of answer reaches a client that pools its connections at once.
+//! when told, answers it with garbage of one kind (or hides every change to the nodes from listings).
+//! Every connection carries one request and is closed after its answer, so that a change of answer
+//! reaches a client that pools its connections at once.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,6 +30,11 @@ pub enum Answer {
     Trickle,
     /// The connection reset before a byte is read.
     Reset,
+    /// Node listings answered 304 Not Modified, every other request passed on: the host's view of
+    /// Slurm's nodes stays as its last listing left it (as when an incremental listing misses a
+    /// change made in the same second as the last), while its reads of one node and its writes
+    /// reach Slurm. Not garbage: not among [`Answer::HOSTILE`].
+    NodesUnchanged,
 }
 
 impl Answer {
@@ -68,8 +74,7 @@ impl HostileProxy {
                 let (upstream, answers, log) = (upstream.clone(), answers.clone(), log.clone());
                 tokio::spawn(async move {
                     let answer = *answers.borrow();
-                    log.lock().unwrap_or_else(|p| p.into_inner()).push(answer);
-                    let _ = serve(client, &upstream, answer, answers).await;
+                    let _ = serve(client, &upstream, answer, answers, &log).await;
                 });
             }
         });
@@ -86,7 +91,7 @@ impl HostileProxy {
         self.answer.send_replace(answer);
     }
 
-    /// How many requests got `answer`.
+    /// How many requests got `answer` (under [`Answer::NodesUnchanged`], only the node listings).
     pub fn served(&self, answer: Answer) -> usize {
         self.served.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|a| **a == answer).count()
     }
@@ -98,13 +103,17 @@ impl Drop for HostileProxy {
     }
 }
 
+/// Answers one request as `answer` says, noting in `served` what it got.
 async fn serve(
     mut client: TcpStream,
     upstream: &str,
     answer: Answer,
     answers: watch::Receiver<Answer>,
+    served: &Mutex<Vec<Answer>>,
 ) -> anyhow::Result<()> {
+    let note = |answer| served.lock().unwrap_or_else(|p| p.into_inner()).push(answer);
     if answer == Answer::Reset {
+        note(answer);
         // Linger 0: closing sends RST instead of FIN. (Deprecated because a nonzero linger blocks the
         // thread on drop; a zero one never waits.)
         #[allow(deprecated)]
@@ -112,8 +121,14 @@ async fn serve(
         return Ok(());
     }
     let request = read_request(&mut client).await?;
+    let answer = match answer {
+        Answer::NodesUnchanged if !is_node_listing(&request) => Answer::Forward,
+        answer => answer,
+    };
+    note(answer);
     match answer {
         Answer::Forward => client.write_all(&forward(upstream, &request).await?).await?,
+        Answer::NodesUnchanged => client.write_all(&respond("304 Not Modified", "application/json", b"")).await?,
         Answer::TruncatedJson => {
             let real = forward(upstream, &request).await?;
             let body = split_body(&real).map_or(&real[..], |(_, body)| body);
@@ -198,6 +213,15 @@ async fn forward(upstream: &str, request: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut answer = Vec::new();
     upstream.read_to_end(&mut answer).await?;
     Ok(answer)
+}
+
+/// `GET /slurm/<parser>/nodes`, with or without `?update_time=`.
+fn is_node_listing(request: &[u8]) -> bool {
+    let head = String::from_utf8_lossy(split_body(request).map_or(request, |(head, _)| head));
+    let mut words = head.lines().next().unwrap_or_default().split(' ');
+    let (method, target) = (words.next(), words.next().unwrap_or_default());
+    let path = target.split('?').next().unwrap_or_default().trim_end_matches('/');
+    method == Some("GET") && path.starts_with("/slurm/") && path.ends_with("/nodes")
 }
 
 fn split_body(message: &[u8]) -> Option<(&[u8], &[u8])> {

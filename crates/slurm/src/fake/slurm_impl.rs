@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use super::{FakeSlurm, World, refusal};
 use crate::api::{JobId, Slurm};
 use crate::{
-    ApiVersion, Job, JobDescription, JobState, JobStates, JobUpdate, JobsPage, NoValue, NodeSource, NodeUpdate,
+    ApiVersion, Job, JobDescription, JobState, JobStates, JobUpdate, JobsPage, NoValue, Node, NodeSource, NodeUpdate,
     NodesPage, SlurmError, array_task_ids,
 };
 
@@ -133,6 +133,10 @@ impl Slurm for FakeSlurm {
             Some(since) if since == world.changed_at => NodesPage::Unchanged,
             _ => NodesPage::All { nodes: world.nodes.values().cloned().collect(), last_update: Some(world.changed_at) },
         })
+    }
+
+    async fn node(&self, name: &str) -> Result<Option<Node>, SlurmError> {
+        self.read(|world| world.nodes.get(name).cloned())
     }
 
     async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {

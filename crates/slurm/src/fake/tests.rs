@@ -120,3 +120,15 @@ async fn a_job_of_a_user_slurmctld_cannot_resolve_is_held_until_released() {
     slurm.release(&id.to_string());
     assert_eq!(state(&slurm, id), "RUNNING");
 }
+
+#[tokio::test]
+async fn one_node_is_read_as_it_is_now_and_changes_nothing() {
+    let slurm = FakeSlurm::with_nodes("n", 1, 2);
+    slurm.update_node("n-1", &NodeUpdate::drain("admin: bad dimm")).await.unwrap();
+    let read = Slurm::node(&slurm, "n-1").await.unwrap().expect("a known node");
+    assert_eq!((read.flags().is_draining(), read.reason.as_str()), (true, "admin: bad dimm"));
+    assert_eq!(Slurm::node(&slurm, "n-9").await.unwrap(), None, "an unknown node is none");
+    assert_eq!(slurm.requests(), ["drain n-1"], "a read is no request that changes something");
+    slurm.set_reachable(false);
+    assert!(Slurm::node(&slurm, "n-1").await.is_err(), "nor is it answered while unreachable");
+}

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
-use sunk_e2e::{Cluster, Frozen, in_slurm_root, kubectl, slurm_node, slurmrestd_frozen, wait_for};
+use sunk_e2e::{
+    Answer, Cluster, Frozen, HostileProxy, in_slurm_root, kubectl, metric_value, slurm_node, slurmrestd_address,
+    slurmrestd_frozen, wait_for,
+};
 
 const NODE: &str = "kube-node-1";
 const SLURMD_POD: &str = "gpu-kube-node-1";
@@ -57,14 +60,19 @@ async fn set_condition(type_: &str, status: Option<(&str, &str)>) -> anyhow::Res
     Ok(())
 }
 
-/// A host running only the Syncer, watching the `GpuUnhealthy` condition too.
+/// A host running only the Syncer, watching the `GpuUnhealthy` condition too, and logging every pass
+/// over a Node as JSON (read by [`passes_over_node`]).
+const SYNCER_HOST: [(&str, &str); 5] = [
+    ("SUNK_SYNCER", "true"),
+    ("SUNK_SCHEDULER", "false"),
+    ("SUNK_DRAIN_CONDITIONS", "GpuUnhealthy"),
+    ("SUNK_LOG_FORMAT", "json"),
+    ("RUST_LOG", "info,kube_runtime=warn,sunk::syncer=debug"),
+];
+
 async fn syncer_cluster(test: &str) -> anyhow::Result<Cluster> {
     let mut cluster = Cluster::connect(test).await?;
-    cluster.start_host(&[
-        ("SUNK_SYNCER", "true"),
-        ("SUNK_SCHEDULER", "false"),
-        ("SUNK_DRAIN_CONDITIONS", "GpuUnhealthy"),
-    ])?;
+    cluster.start_host(&SYNCER_HOST)?;
     Ok(cluster)
 }
 
@@ -128,21 +136,104 @@ async fn an_administrators_drain_survives_a_cordon_and_an_uncordon() -> anyhow::
     })
     .await?;
     run(&["cordon", NODE])?;
+    let withheld = wait_withheld_drain(&cluster).await?;
+    assert!(!withheld.reread, "decided on a listing that shows the drain: nothing to read again");
+    assert_admins_drain(&cluster, "bad dimm", "after the cordon").await?;
+    let before_uncordon = passes_over_node(&cluster)?.len();
     run(&["uncordon", NODE])?;
-    // The Syncer has seen both (its pass after the uncordon wrote nothing to Slurm): the reason stands.
-    let passes_after = |text: String| {
-        text.lines()
-            .find(|l| l.starts_with(r#"sunk_reconcile_passes_total{controller="syncer",result="ok"}"#))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-    };
-    let before = passes_after(cluster.metrics(0).await?).unwrap_or(0);
-    wait_for("two more Syncer passes", SYNC, || async {
-        (passes_after(cluster.metrics(0).await.ok()?)? >= before + 2).then_some(())
+    wait_pass_uncordoned(&cluster, before_uncordon).await?;
+    assert_admins_drain(&cluster, "bad dimm", "after the uncordon").await?;
+    Ok(())
+}
+
+/// Seen on a real cluster, one run in two: an administrator drained kube-node-1 0.4 s before it was
+/// cordoned; the Syncer, deciding on a listing from before that drain, drained it again as its own
+/// and resumed it on the uncordon. Here every listing the host gets after its first says "nothing
+/// changed" (a proxy answers 304), so every pass decides on a listing from before the
+/// administrator's drain: the race, every time.
+#[tokio::test]
+async fn an_administrators_drain_the_listing_predates_survives_a_cordon_and_an_uncordon() -> anyhow::Result<()> {
+    let _restored = NodeRestored::new();
+    let proxy = HostileProxy::start(&slurmrestd_address()).await?;
+    let mut cluster = Cluster::connect("sync-race").await?;
+    cluster.start_host_via(proxy.url(), &SYNCER_HOST)?;
+    wait_for("a Syncer pass over kube-node-1, on a listing of it undrained", SYNC, || async {
+        (!passes_over_node(&cluster).ok()?.is_empty()).then_some(())
     })
     .await?;
-    let node = slurm_node(&cluster, NODE).await?.expect("kube-node-1 in Slurm");
-    assert!(node.state.iter().any(|s| s == "DRAIN"), "still drained: {:?}", node.state);
-    assert_eq!(node.reason, "bad dimm", "never re-worded");
+    proxy.answer(Answer::NodesUnchanged);
+    // Node listings are asked one at a time: once one is answered "unchanged", none asked before is
+    // still to come.
+    wait_for("a node listing answered unchanged", SYNC, || async {
+        (proxy.served(Answer::NodesUnchanged) > 0).then_some(())
+    })
+    .await?;
+
+    in_slurm_root(&["scontrol", "update", &format!("nodename={NODE}"), "state=drain", "reason=admin: bad dimm"])?;
+    run(&["cordon", NODE])?;
+    let withheld = wait_withheld_drain(&cluster).await?;
+    assert!(withheld.reread, "a drain decided on the old listing, then withheld on the node read again");
+    let series = r#"sunk_syncer_withheld_total{action="drain",cause="cordon"}"#;
+    assert!(metric_value(&cluster.metrics(0).await?, series).is_some_and(|count| count > 0), "{series}");
+    assert_admins_drain(&cluster, "admin: bad dimm", "after the cordon").await?;
+
+    let before_uncordon = passes_over_node(&cluster)?.len();
+    run(&["uncordon", NODE])?;
+    wait_pass_uncordoned(&cluster, before_uncordon).await?;
+    assert_admins_drain(&cluster, "admin: bad dimm", "after the uncordon").await?;
+    let pod = slurmd_pod(&cluster).await?;
+    let drained_for = pod.metadata.annotations.unwrap_or_default().remove("sunk.dev/drained-for");
+    assert_eq!(drained_for, None, "the Syncer recorded no drain of its own");
+    Ok(())
+}
+
+/// One pass of the Syncer over kube-node-1, as the host logged it.
+struct Pass {
+    cordoned: bool,
+    /// The node was read again before a write.
+    reread: bool,
+    action: String,
+}
+
+/// The Syncer's passes over kube-node-1 so far, from the host's JSON log, in order.
+fn passes_over_node(cluster: &Cluster) -> anyhow::Result<Vec<Pass>> {
+    let log = std::fs::read_to_string(cluster.host_log())?;
+    let lines = log.lines().filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok());
+    let fields = lines.map(|mut line| line["fields"].take());
+    let passes = fields.filter(|fields| fields["message"] == "synced" && fields["node"] == NODE);
+    Ok(passes
+        .map(|fields| Pass {
+            cordoned: fields["cordoned"].as_bool().unwrap_or_default(),
+            reread: fields["reread"].as_bool().unwrap_or_default(),
+            action: fields["action"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect())
+}
+
+/// Waits for the Syncer's pass over the cordoned kube-node-1 that withheld the cordon's drain.
+async fn wait_withheld_drain(cluster: &Cluster) -> anyhow::Result<Pass> {
+    wait_for("the Syncer to withhold the cordon's drain", SYNC, || async {
+        let passes = passes_over_node(cluster).ok()?;
+        passes.into_iter().find(|pass| pass.cordoned && pass.action == r#"Withheld(Drain { cause: "cordon" })"#)
+    })
+    .await
+}
+
+/// Waits for a pass over kube-node-1 that saw it uncordoned, after its first `before` passes (a
+/// pass sees the Node as it was when the pass began, and passes over one Node never overlap).
+async fn wait_pass_uncordoned(cluster: &Cluster, before: usize) -> anyhow::Result<()> {
+    wait_for("a Syncer pass over kube-node-1 uncordoned", SYNC, || async {
+        let passes = passes_over_node(cluster).ok()?;
+        passes.get(before..)?.iter().any(|pass| !pass.cordoned).then_some(())
+    })
+    .await
+}
+
+/// kube-node-1's Slurm node is drained still, for the administrator's `reason`.
+async fn assert_admins_drain(cluster: &Cluster, reason: &str, when: &str) -> anyhow::Result<()> {
+    let node = slurm_node(cluster, NODE).await?.expect("kube-node-1 in Slurm");
+    assert!(node.state.iter().any(|s| s == "DRAIN"), "{when}: still drained: {:?}", node.state);
+    assert_eq!(node.reason, reason, "{when}: the administrator's reason, never re-worded");
     Ok(())
 }
 
