@@ -33,7 +33,7 @@ pub const ATTEMPT_MARK: &str = ";immediate";
 // slurmd pods and NodeSets.
 
 /// Label on a slurmd pod whose value is the name of the Slurm node it runs. Only a claim: the
-/// scheduler believes it on a pod a NodeSet controls and its Slurm node records.
+/// scheduler and the Syncer believe it on a pod a NodeSet controls and its Slurm node records.
 pub const SLURM_NODE_LABEL: &str = "sunk.dev/slurm-node";
 /// Label on a slurmd pod: the NodeSet it belongs to.
 pub const NODESET_LABEL: &str = "sunk.dev/nodeset";

@@ -37,7 +37,7 @@ pub use naming::{
     CONF_ANNOTATION, DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION, NODESET_FINALIZER, NODESET_LABEL, REVISION_LABEL,
     SLURM_NODE_LABEL, pod_name, slurm_node_name,
 };
-pub use owner::SlurmNodeOwner;
+pub use owner::{SlurmNodeOwner, controlling_nodeset};
 pub use resource::{
     NodeSet, NodeSetSpec, NodeSetStatus, PodTemplate, RollingUpdate, TopologySpec, UpdateStrategy, UpdateStrategyType,
 };

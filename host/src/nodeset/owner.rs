@@ -3,9 +3,16 @@
 //!
 //! `slurmd --conf` takes only slurm.conf node parameters, and `Comment` is not one of them, so the
 //! host writes the comment through slurmrestd once the node has registered.
+//!
+//! The record is also what makes a slurmd pod believable: anyone who may create a pod may label it
+//! as a slurmd pod, or give it an ownerReference naming a NodeSet, but only Slurm's administrators
+//! (and the NodeSet controller, through slurmrestd) can write a Slurm node's comment.
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use serde::{Deserialize, Serialize};
 
+use super::NodeSet;
 use super::claims::NodeSetKey;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +42,21 @@ impl SlurmNodeOwner {
     pub fn nodeset_key(&self) -> NodeSetKey {
         NodeSetKey { namespace: self.namespace.clone(), name: self.nodeset.clone() }
     }
+
+    /// Whether `pod` is the slurmd pod this record names: its namespace, its UID, and controlled by
+    /// its NodeSet.
+    pub fn names(&self, pod: &Pod) -> bool {
+        controlling_nodeset(pod) == Some(self.nodeset.as_str())
+            && pod.metadata.uid.as_deref() == Some(self.uid.as_str())
+            && pod.metadata.namespace.as_deref() == Some(self.namespace.as_str())
+    }
+}
+
+/// The NodeSet that controls `pod` (its controller ownerReference), if one does.
+pub fn controlling_nodeset(pod: &Pod) -> Option<&str> {
+    let controller = pod.metadata.owner_references.iter().flatten().find(|owner| owner.controller == Some(true))?;
+    (controller.kind == NodeSet::kind(&()) && controller.api_version == NodeSet::api_version(&()))
+        .then_some(controller.name.as_str())
 }
 
 #[cfg(test)]

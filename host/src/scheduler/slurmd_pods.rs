@@ -9,10 +9,9 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::Resource;
 use kube::runtime::reflector::Store;
 
-use crate::nodeset::{NodeSet, SlurmNodeOwner};
+use crate::nodeset::SlurmNodeOwner;
 use crate::slurm::{NodeCache, NodeSnapshot};
 pub use crate::vocabulary::SLURM_NODE_LABEL;
 
@@ -61,15 +60,7 @@ fn host_of(pod: &Pod, slurm_nodes: &NodeSnapshot) -> Option<(String, String)> {
 
 /// Whether `pod` is the slurmd pod `recorded` names, controlled by a NodeSet.
 fn believed(pod: &Pod, recorded: &SlurmNodeOwner) -> bool {
-    let controlled_by_nodeset = pod.metadata.owner_references.iter().flatten().any(|owner| {
-        owner.controller == Some(true)
-            && owner.kind == NodeSet::kind(&())
-            && owner.api_version == NodeSet::api_version(&())
-            && owner.name == recorded.nodeset
-    });
-    controlled_by_nodeset
-        && pod.metadata.uid.as_deref() == Some(recorded.uid.as_str())
-        && pod.metadata.namespace.as_deref() == Some(recorded.namespace.as_str())
+    recorded.names(pod)
 }
 
 #[cfg(test)]

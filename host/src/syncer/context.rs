@@ -18,7 +18,8 @@ pub struct Context {
     /// Slurm's nodes, shared with the other controllers.
     pub slurm_nodes: NodeCache,
     pub policies: Arc<Policies>,
-    /// Every slurmd pod (labelled with its Slurm node), in every namespace.
+    /// Every pod labelled with a Slurm node, in every namespace (or `--nodeset-namespace`'s): a
+    /// claim until a NodeSet's control and the Slurm node's record back it.
     pub pods: Store<Pod>,
     pub recorder: EventRecorder,
     /// Node condition types (besides `Ready`) whose state is shown to the drain policy.

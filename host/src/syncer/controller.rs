@@ -13,13 +13,14 @@ use super::context::Context;
 use super::metrics::SyncerMetrics;
 use super::reconcile::{error_policy, reconcile};
 use crate::kube::{EventRecorder, ReconcileMetrics};
-use crate::nodeset::SLURM_NODE_LABEL;
+use crate::nodeset::{SLURM_NODE_LABEL, controlling_nodeset};
 use crate::policy::Policies;
 use crate::slurm::{NodeCache, NodeChange, Slurm};
 
 pub struct Config {
     /// Only the slurmd pods of this namespace (the NodeSets' of `--nodeset-namespace`): another
-    /// namespace's may belong to another Slurm. All namespaces when None.
+    /// namespace's may belong to another Slurm. All namespaces when None. Either way a pod is
+    /// believed only when a NodeSet controls it and its Slurm node records it.
     pub namespace: Option<String>,
     /// Node condition types (besides `Ready`) shown to the drain policy, e.g. `GpuUnhealthy`.
     pub watched_conditions: Vec<String>,
@@ -97,6 +98,7 @@ fn slurm_changes(
                 let kube_node = pods
                     .iter()
                     .filter(|pod| pod.labels().get(SLURM_NODE_LABEL) == Some(&slurm_node.name))
+                    .filter(|pod| controlling_nodeset(pod).is_some())
                     .find_map(|pod| pod.spec.as_ref()?.node_name.clone());
                 if let Some(reference) = kube_node.map(|name| ObjectRef::new(&name))
                     && !nodes.contains(&reference)

@@ -1,7 +1,8 @@
 //! The Syncer's middle tier: its real pass over a Node against an in-memory Slurm and a fake API
-//! server. One Node, `kube-node-1`, runs the slurmd pod of Slurm node `slurm-1`; a test plays the
-//! operator (a cordon), Slurm's administrator (`scontrol update state=drain`) or an outage, passes
-//! over the Node as the controller would, and reads both sides.
+//! server. One Node, `kube-node-1`, runs the slurmd pod of Slurm node `slurm-1` (NodeSet `gpu`'s,
+//! recorded on `slurm-1` as the NodeSet controller records it); a test plays the operator (a cordon),
+//! Slurm's administrator (`scontrol update state=drain`), an impostor pod or an outage, passes over
+//! the Node as the controller would, and reads both sides.
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use super::metrics::SyncerMetrics;
 use super::reconcile::reconcile;
 use crate::kube::EventRecorder;
 use crate::kube::fake_api::FakeApi;
+use crate::nodeset::SlurmNodeOwner;
 use crate::policy::{FailureModes, Policies};
 use crate::slurm::{FakeSlurm, NodeCache, NodeCacheConfig, NodeUpdate, Slurm};
 use crate::vocabulary::{DRAINED_FOR_ANNOTATION, OWNED_DRAIN_PREFIX, SLURM_NODE_LABEL};
@@ -30,6 +32,21 @@ struct World {
     pods: reflector::store::Writer<Pod>,
     /// Requests to Slurm that set the world up, before the test's.
     set_up: usize,
+}
+
+/// A pod on kube-node-1 labelled as the slurmd pod of slurm-1, with `owner` as its ownerReference.
+fn slurmd_pod(name: &str, owner: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "slurm", "uid": name,
+                     "labels": {SLURM_NODE_LABEL: SLURM_NODE}, "ownerReferences": [owner]},
+        "spec": {"nodeName": NODE, "containers": []},
+    }))
+    .unwrap()
+}
+
+/// The NodeSet `gpu` as the controller ownerReference of its pods.
+fn nodeset_gpu() -> serde_json::Value {
+    json!({"apiVersion": "sunk.dev/v1alpha1", "kind": "NodeSet", "name": "gpu", "uid": "gpu", "controller": true})
 }
 
 impl World {
@@ -48,13 +65,17 @@ impl World {
         let api = FakeApi::default();
         let client = api.client();
         api.put_node(serde_json::from_value(json!({"metadata": {"name": NODE}, "spec": {}})).unwrap());
-        let slurmd: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "slurmd-1", "namespace": "slurm", "uid": "slurmd-1",
-                         "labels": {SLURM_NODE_LABEL: SLURM_NODE}},
-            "spec": {"nodeName": NODE, "containers": []},
-        }))
-        .unwrap();
-        api.put_pod(slurmd);
+        api.put_pod(slurmd_pod("slurmd-1", nodeset_gpu()));
+        // As the NodeSet controller records its slurmd pod on the Slurm node.
+        let recorded = SlurmNodeOwner {
+            namespace: "slurm".into(),
+            pod: "slurmd-1".into(),
+            node: NODE.into(),
+            nodeset: "gpu".into(),
+            uid: "slurmd-1".into(),
+            nodeset_uid: "gpu".into(),
+        };
+        slurm.update_node(SLURM_NODE, &NodeUpdate::comment(&recorded.to_comment())).await.unwrap();
         let (pods, mut pods_writer) = reflector::store::<Pod>();
         // Listed (and so ready), empty until the first pass's watch events.
         pods_writer.apply_watcher_event(&watcher::Event::Init);
@@ -252,4 +273,35 @@ async fn an_uncordon_keeps_an_administrators_drain_that_replaced_sunks() {
     world.sync().await;
     assert_eq!(world.drain_reason().as_deref(), Some("admin: bad dimm"));
     assert_eq!(world.slurm_writes().len(), 2, "nor once a listing shows it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_slurmd_pod_its_nodeset_controls_and_its_slurm_node_records_is_believed() {
+    let mut world = World::new().await;
+    let genuine = world.api.pod("slurm", "slurmd-1").expect("the slurmd pod");
+    world.pods.apply_watcher_event(&watcher::Event::Delete(genuine.clone()));
+    world.api.remove_pod("slurm", "slurmd-1");
+    world.cordon(true);
+    let impostors = [
+        (
+            "a pod labelled as a slurmd pod",
+            slurmd_pod(
+                "labelled",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "name": "mine", "uid": "mine", "controller": true}),
+            ),
+        ),
+        ("one naming the NodeSet as its controller", slurmd_pod("forged", nodeset_gpu())),
+    ];
+    for (impostor, pod) in impostors {
+        world.api.put_pod(pod);
+        world.sync().await;
+        assert_eq!(world.drain_reason(), None, "{impostor} drains nothing");
+    }
+    assert!(world.slurm_writes().is_empty());
+
+    // Beside them, the NodeSet's own pod is the one believed.
+    world.api.put_pod(genuine);
+    world.sync().await;
+    assert!(world.drain_reason().is_some_and(|reason| reason.contains("cordoned")));
 }

@@ -4,6 +4,7 @@
 //! event or a Slurm outage only delays what is due.
 
 use std::borrow::Cow;
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -19,10 +20,10 @@ use super::causes;
 use super::context::{Context, Error};
 use super::decide::{self, Action, DecideInput, Decided, View, Withheld, decide};
 use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
-use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, node_context};
+use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, SlurmNodeOwner, controlling_nodeset, node_context};
 use crate::policy::worlds::NodeEventInput;
 use crate::policy::{NodeEvent, SlurmStateChange};
-use crate::slurm::{self, NodeUpdate};
+use crate::slurm::{self, NodeSnapshot, NodeUpdate};
 
 /// Even a settled Node is looked at again this often.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -41,10 +42,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         return Ok(Requeue::requeue(Duration::from_millis(500)));
     }
     let name = node.name_any();
-    let Some(pod) = slurmd_pod_on(&ctx, &name) else {
+    let pods = slurmd_pods_on(&ctx, &name);
+    if pods.is_empty() {
         return Ok(Requeue::await_change());
-    };
-    let slurm_name = pod.labels().get(SLURM_NODE_LABEL).cloned().unwrap_or_default();
+    }
     // Fail closed: nothing is resumed or un-mirrored on a view that cannot be trusted; a drain goes
     // ahead on a view that is only slow to come (`View::Stale`), since it ends no job.
     let (snapshot, view) = match ctx.slurm_nodes.snapshot() {
@@ -57,7 +58,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
             }
         },
     };
-    let Some(listed) = snapshot.get(&slurm_name) else {
+    // Also while a slurmd has not registered yet, or the NodeSet controller has yet to record its pod.
+    let Some((pod, listed)) = believed_pod(&pods, &snapshot) else {
+        tracing::debug!(node = %name, "not synced: no slurmd pod here is one its Slurm node records");
         return Ok(Requeue::requeue(RETRY));
     };
     ctx.metrics.observe_view_age(snapshot.confirmed_at);
@@ -140,14 +143,29 @@ pub fn error_policy(node: Arc<Node>, error: &Error, _ctx: Arc<Context>) -> Reque
     Requeue::requeue(RETRY)
 }
 
-/// The slurmd pod running on the Node: any NodeSet's, the newest if a replacement overlaps.
-fn slurmd_pod_on(ctx: &Context, node: &str) -> Option<Arc<Pod>> {
-    ctx.pods
+/// The slurmd pods on the Node that a NodeSet controls, newest first (a replacement may overlap).
+/// Whatever `--nodeset-namespace` says: anyone who may create a pod may label it as a slurmd pod.
+fn slurmd_pods_on(ctx: &Context, node: &str) -> Vec<Arc<Pod>> {
+    let mut pods: Vec<Arc<Pod>> = ctx
+        .pods
         .state()
         .into_iter()
         .filter(|pod| pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node))
         .filter(|pod| !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
-        .max_by_key(|pod| pod.metadata.creation_timestamp.clone())
+        .filter(|pod| controlling_nodeset(pod).is_some())
+        .collect();
+    pods.sort_by_key(|pod| Reverse(pod.metadata.creation_timestamp.clone()));
+    pods
+}
+
+/// The newest of `pods` that the Slurm node it names records as its own (`SlurmNodeOwner`, written
+/// by the NodeSet controller through slurmrestd), and that node as listed.
+fn believed_pod<'a>(pods: &[Arc<Pod>], snapshot: &'a NodeSnapshot) -> Option<(Arc<Pod>, &'a slurm::Node)> {
+    pods.iter().find_map(|pod| {
+        let listed = snapshot.get(pod.labels().get(SLURM_NODE_LABEL)?)?;
+        let owner = SlurmNodeOwner::from_comment(&listed.comment)?;
+        owner.names(pod).then(|| (pod.clone(), listed))
+    })
 }
 
 fn decide_for(ctx: &Context, node: &Node, pod: &Pod, slurm_node: &slurm::Node, view: View) -> Result<Decided, Error> {
