@@ -44,6 +44,8 @@ fn restore() {
     let patch = conditions.to_string();
     let _ = kubectl(&["patch", "node", NODE, "--subresource=status", "--type=strategic", "-p", &patch]).output();
     let _ = in_slurm_root(&["scontrol", "update", &format!("nodename={NODE}"), "state=undrain"]);
+    // The record of a drain the Syncer made: a test's Syncer is gone before it could clear its own.
+    let _ = kubectl(&["-n", "slurm", "annotate", "pod", SLURMD_POD, "sunk.dev/drained-for-"]).output();
 }
 
 /// Sets (or with None removes) a condition on kube-node-1's status, as node-problem-detector would.
