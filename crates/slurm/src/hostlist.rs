@@ -19,10 +19,19 @@ pub struct HostlistError {
 
 /// The node names of a host list, in order.
 pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
-    let error = |problem| HostlistError { list: list.to_owned(), problem };
+    expand_all(&[list])
+}
+
+/// The node names of several host lists, in order, held together to one budget: a pod naming 7,200
+/// lists of 65,536 names each must not cost 471 million names.
+pub fn expand_all<S: AsRef<str>>(lists: &[S]) -> Result<Vec<String>, HostlistError> {
     let mut names = Names::default();
-    for item in split_top_level(list).ok_or_else(|| error("unbalanced brackets"))? {
-        expand_item(item, &mut names).map_err(error)?;
+    for list in lists {
+        let list = list.as_ref();
+        let error = |problem| HostlistError { list: list.to_owned(), problem };
+        for item in split_top_level(list).ok_or_else(|| error("unbalanced brackets"))? {
+            expand_item(item, &mut names).map_err(error)?;
+        }
     }
     Ok(names.list)
 }
@@ -182,6 +191,16 @@ mod tests {
         assert!(expand(&long_prefix).is_err(), "64 MB of names from a 1 KB list");
         let padded = format!("n[{}1-{}9]", "0".repeat(100_000), "0".repeat(100_000));
         assert!(expand(&padded).is_err(), "nine names of 100 KB each");
+    }
+
+    #[test]
+    fn several_lists_share_one_budget() {
+        assert_eq!(expand_all(&["n[1-2]", "m"]).unwrap(), ["n1", "n2", "m"]);
+        let halves = ["n[1-40000]", "m[1-40000]"];
+        assert!(halves.iter().all(|list| expand(list).is_ok()), "each alone fits");
+        assert!(expand_all(&halves).is_err(), "together they do not");
+        let many: Vec<String> = (0..7200).map(|_| "n[0-65535]".to_owned()).collect();
+        assert!(expand_all(&many).is_err(), "7,200 full ranges are refused at the second, not expanded");
     }
 
     #[test]

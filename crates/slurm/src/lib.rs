@@ -29,7 +29,9 @@ pub use decode::{MAX_JOBS_ANSWER_BYTES, MAX_NODES_ANSWER_BYTES, MAX_OTHER_ANSWER
 pub use error::SlurmError;
 #[cfg(feature = "fake")]
 pub use fake::FakeSlurm;
-pub use hostlist::{HostlistError, compress as compress_hostlist, expand as expand_hostlist};
+pub use hostlist::{
+    HostlistError, compress as compress_hostlist, expand as expand_hostlist, expand_all as expand_hostlists,
+};
 pub use job_states::JobStates;
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};
 pub use node::{Node, NodeFlags, NodeUpdate};

@@ -4,21 +4,19 @@
 use std::collections::BTreeSet;
 
 use super::placement::Verdict;
-use crate::slurm::{Job, compress_hostlist, expand_hostlist};
+use crate::slurm::{Job, compress_hostlist, expand_hostlist, expand_hostlists};
 
-/// The names for the job's `excluded_nodes`, sorted. A policy's host list that cannot be expanded is
-/// passed on as written (Slurm will say what is wrong with it); names Slurm does not list are left
-/// out (excluding them means nothing, and Slurm refuses unknown names).
+/// The names for the job's `excluded_nodes`, sorted. The policy's host lists are expanded to one
+/// budget for all of them (as many names as one host list may have); lists that cannot be, malformed
+/// or too many names together, are passed on as written (Slurm will say what is wrong with them).
+/// Names Slurm does not list are left out (excluding them means nothing, and Slurm refuses unknown
+/// names).
 pub fn wanted(policy: &[String], verdict: &Verdict) -> Vec<String> {
     let known = |name: &String| verdict.eligible.contains(name) || verdict.excluded.contains_key(name);
     let mut names: BTreeSet<String> = verdict.excluded_names();
-    for expression in policy {
-        match expand_hostlist(expression) {
-            Ok(expanded) => names.extend(expanded.into_iter().filter(known)),
-            Err(_) => {
-                names.insert(expression.clone());
-            }
-        }
+    match expand_hostlists(policy) {
+        Ok(expanded) => names.extend(expanded.into_iter().filter(known)),
+        Err(_) => names.extend(policy.iter().cloned()),
     }
     names.into_iter().collect()
 }
@@ -64,6 +62,9 @@ mod tests {
         assert_eq!(wanted(&policy, &verdict()), ["n1", "n2"]);
         assert_eq!(wanted(&["bad[".to_string()], &verdict()), ["bad[", "n2"]);
         assert_eq!(for_job(&["n[1-3]".to_string()], &verdict()), ["n[1-3]"]);
+        // Past one budget together, the lists go to Slurm as written, none of them expanded.
+        let huge: Vec<String> = (0..7200).map(|_| "n[0-65535]".to_string()).collect();
+        assert_eq!(wanted(&huge, &verdict()), ["n2", "n[0-65535]"]);
     }
 
     #[test]

@@ -33,13 +33,16 @@ pub struct Table {
 pub fn parse(annotations: &[KeyValue], partitions: &[String]) -> Result<Table, Rejection> {
     let a = Annotations(annotations);
     let user_id = a.get("user-id", id)?;
+    let excluded_nodes = a.get("excluded-nodes", host_list)?.unwrap_or_default();
+    let required_nodes = a.get("required-nodes", host_list)?.unwrap_or_default();
+    within_host_budget(&a, &[("excluded-nodes", &excluded_nodes), ("required-nodes", &required_nodes)])?;
     Ok(Table {
         account: a.get("account", slurm_name)?,
         comment: a.get("comment", text)?,
         constraints: a.get("constraints", features)?,
         exclusive: a.get("exclusive", exclusive)?,
-        excluded_nodes: a.get("excluded-nodes", host_list)?.unwrap_or_default(),
-        required_nodes: a.get("required-nodes", host_list)?.unwrap_or_default(),
+        excluded_nodes,
+        required_nodes,
         partition: a.get("partition", |v| partition(v, partitions))?,
         prefer: a.get("prefer", features)?,
         priority: a.get("priority", non_negative)?,
@@ -122,6 +125,53 @@ fn exclusive(value: &str) -> Result<Exclusive, String> {
         "topo" => Ok(Exclusive::Topo),
         _ => Err("it must be one of none, ok, user, mcs, topo (or the legacy true / false)".to_owned()),
     }
+}
+
+/// The most node names a pod's host lists may name together: what one host list may expand to in the
+/// host, which would otherwise spend a core for a minute on 7,200 ranges of 65,536 names each.
+pub const MOST_HOST_NAMES: u64 = 65_536;
+
+/// The host lists' names, counted without expanding them, within [`MOST_HOST_NAMES`] in all; beyond,
+/// the annotation that passes it is refused.
+fn within_host_budget(a: &Annotations, lists: &[(&str, &Vec<String>)]) -> Result<(), Rejection> {
+    let mut total = 0u64;
+    for (name, items) in lists {
+        total = items.iter().fold(total, |sum, item| sum.saturating_add(names_in(item)));
+        if total > MOST_HOST_NAMES
+            && let Some(kv) = a.find(name)
+        {
+            let message = format!(
+                "annotation {} names {total} nodes with the host lists before it; a pod's host lists may name at \
+                 most {MOST_HOST_NAMES} in all",
+                kv.key
+            );
+            return Err(Rejection { field: kv.key.clone(), message });
+        }
+    }
+    Ok(())
+}
+
+/// How many names one host list item stands for: the product of its bracket groups' sizes
+/// (`r[1-2]n[1-3,7]` is 8). A bound that is not a number counts as one name: Slurm judges it.
+fn names_in(item: &str) -> u64 {
+    let mut count = 1u64;
+    let mut rest = item;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|at| open + at) else { break };
+        let group: u64 = rest[open + 1..close]
+            .split(',')
+            .map(|range| {
+                let (from, to) = range.split_once('-').unwrap_or((range, range));
+                match (from.parse::<u64>(), to.parse::<u64>()) {
+                    (Ok(from), Ok(to)) if to >= from => (to - from).saturating_add(1),
+                    _ => 1,
+                }
+            })
+            .fold(0u64, u64::saturating_add);
+        count = count.saturating_mul(group.max(1));
+        rest = &rest[close + 1..];
+    }
+    count
 }
 
 /// A comma-separated list of Slurm host list expressions; commas inside brackets (`gpu[1-4,7]`) belong
@@ -263,6 +313,23 @@ mod tests {
         // Precedence is decided before parsing: a bad legacy value is ignored when sunk.dev/ is set.
         let annotations = [kv("sunk.coreweave.com/priority", "x"), kv("sunk.dev/priority", "3")];
         assert_eq!(parse(&annotations, &[]).unwrap().priority, Some(3));
+    }
+
+    #[test]
+    fn host_lists_share_one_budget_counted_without_expanding() {
+        assert_eq!(
+            [names_in("n1"), names_in("n[1-4,7]"), names_in("r[1-2]n[1-3,7]"), names_in("n[a-b]")],
+            [1, 5, 8, 1]
+        );
+        let within = [kv("sunk.dev/excluded-nodes", "n[1-40000]"), kv("sunk.dev/required-nodes", "m[1-25536]")];
+        assert!(parse(&within, &[]).is_ok());
+        let beyond = [kv("sunk.dev/excluded-nodes", "n[1-40000]"), kv("sunk.dev/required-nodes", "m[1-25537]")];
+        let refused = parse(&beyond, &[]).unwrap_err();
+        assert_eq!(refused.field, "sunk.dev/required-nodes");
+        assert!(refused.message.contains("names 65537 nodes"), "{}", refused.message);
+        let ranges = vec!["n[0-65535]"; 7200].join(",");
+        let refused = parse(&[kv("sunk.dev/excluded-nodes", &ranges)], &[]).unwrap_err();
+        assert_eq!(refused.field, "sunk.dev/excluded-nodes");
     }
 
     #[test]
