@@ -35,6 +35,9 @@ pub const ATTEMPT_MARK: &str = ";immediate";
 /// Label on a slurmd pod whose value is the name of the Slurm node it runs. Only a claim: the
 /// scheduler and the Syncer believe it on a pod a NodeSet controls and its Slurm node records.
 pub const SLURM_NODE_LABEL: &str = "sunk.dev/slurm-node";
+/// NoSchedule taint on a Node that runs a Slurm node: kube-scheduler places there only pods that
+/// tolerate it; sunk's own pods go through Slurm, which holds what they need.
+pub const SLURM_NODE_TAINT: &str = "sunk.dev/slurm-node";
 /// Label on a slurmd pod: the NodeSet it belongs to.
 pub const NODESET_LABEL: &str = "sunk.dev/nodeset";
 /// Label on a slurmd pod: the NodeSet revision it was built from.

@@ -122,6 +122,11 @@ pub struct HostArgs {
     /// condition, an Event naming the pods). Needs to read every pod. `--pool-audit=false` turns it off.
     #[arg(long, env = "SUNK_POOL_AUDIT", default_value_t = true, action = clap::ArgAction::Set)]
     pub(super) pool_audit: bool,
+    /// With the pool audit: taints every Node that runs a Slurm node `sunk.dev/slurm-node:NoSchedule`,
+    /// so that kube-scheduler places there only pods that tolerate it; sunk's pods need not.
+    /// `--taint-slurm-nodes=false` turns it off.
+    #[arg(long, env = "SUNK_TAINT_SLURM_NODES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub(super) taint_slurm_nodes: bool,
     /// Node condition types, besides `Ready`, whose state the drain policy is shown (node-problem-
     /// detector style, e.g. `GpuUnhealthy,KernelDeadlock`). Comma-separated or repeated.
     #[arg(long = "drain-conditions", env = "SUNK_DRAIN_CONDITIONS", value_delimiter = ',')]

@@ -210,6 +210,7 @@ impl Parts {
                 every_pod: every_pod.clone(),
                 scheduler_name: args.scheduler_name.clone(),
                 nodeset_namespace: args.nodeset_namespace.clone(),
+                taint_nodes: args.taint_slurm_nodes,
                 interval: poll_interval,
                 metrics: metrics.pool.clone(),
             };

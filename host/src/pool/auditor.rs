@@ -5,7 +5,7 @@
 //! It only reports: while Slurm's nodes cannot be read it says nothing new, and it never drains,
 //! cancels or evicts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,9 +18,11 @@ use serde_json::json;
 
 use super::ledger::{Finding, NodeLedger};
 use super::metrics::PoolMetrics;
+use super::taints::{self, TaintStep, taint_steps};
 use crate::kube::EventRecorder;
 use crate::scheduler::{SLURM_NODE_LABEL, SlurmdPods, WatchedPod, forget_managed_fields};
 use crate::slurm::NodeCache;
+use crate::vocabulary::SLURM_NODE_TAINT;
 
 /// The Node condition the auditor keeps.
 pub const CONDITION: &str = "SlurmPoolOvercommitted";
@@ -32,6 +34,8 @@ pub struct Config {
     pub scheduler_name: String,
     /// Where the NodeSets' slurmd pods are (every namespace when unset).
     pub nodeset_namespace: Option<String>,
+    /// Taint the Nodes that run Slurm nodes ([`super::taints`]).
+    pub taint_nodes: bool,
     pub interval: Duration,
     pub metrics: PoolMetrics,
 }
@@ -63,7 +67,8 @@ pub async fn run(client: Client, slurm_nodes: NodeCache, config: Config) -> anyh
     slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
 
     let auditor = Auditor {
-        slurmd: SlurmdPods::new(slurmd_store, slurm_nodes.clone()),
+        slurmd: SlurmdPods::new(slurmd_store.clone(), slurm_nodes.clone()),
+        slurmd_pods: slurmd_store,
         recorder: EventRecorder::new(client.clone(), "sunk-pool"),
         client,
         slurm_nodes,
@@ -84,6 +89,7 @@ struct Auditor {
     client: Client,
     slurm_nodes: NodeCache,
     slurmd: SlurmdPods,
+    slurmd_pods: Store<Pod>,
     pods: Store<WatchedPod>,
     nodes: Store<Node>,
     recorder: EventRecorder,
@@ -95,6 +101,9 @@ impl Auditor {
     async fn pass(&self, said: &mut HashMap<String, (Finding, String)>) {
         let Ok(snapshot) = self.slurm_nodes.snapshot() else { return };
         let hosts = self.slurmd.kube_nodes();
+        if self.config.taint_nodes {
+            self.keep_taints(&hosts).await;
+        }
         let all_pods = self.pods.state();
         let mut by_node: HashMap<&str, Vec<&WatchedPod>> = HashMap::new();
         for pod in &all_pods {
@@ -131,6 +140,23 @@ impl Auditor {
             }
             kept
         });
+    }
+
+    /// Taints the Nodes that run Slurm nodes, and untaints those no slurmd pod is left on.
+    async fn keep_taints(&self, hosts: &HashMap<String, String>) {
+        let nodes = self.nodes.state();
+        let nodes: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+        let hosting: BTreeSet<String> = hosts.values().cloned().collect();
+        let slurmd_on: BTreeSet<String> =
+            self.slurmd_pods.state().iter().filter_map(|pod| pod.spec.as_ref()?.node_name.clone()).collect();
+        for step in taint_steps(&nodes, &hosting, &slurmd_on) {
+            let (TaintStep::Add(name) | TaintStep::Remove(name)) = &step;
+            let Some(node) = nodes.iter().find(|node| node.metadata.name.as_deref() == Some(name)) else { continue };
+            match taints::apply(&self.client, node, &step).await {
+                Ok(()) => tracing::info!(node = %name, ?step, "Slurm Node taint {SLURM_NODE_TAINT} kept"),
+                Err(error) => tracing::warn!(node = %name, %error, "could not change the Node's taints"),
+            }
+        }
     }
 
     /// The Node's condition and, on a change of finding, an Event; true once the condition is written.

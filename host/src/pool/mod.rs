@@ -1,11 +1,13 @@
 //! One pool, held once: every CPU, byte and GPU of a Node that runs a Slurm node is held by exactly
 //! one party, a Slurm job (sunk's pods hold theirs through their placeholders) or a pod outside
 //! Slurm. The ledger draws both views of a Node (`ledger`, pure); the auditor compares them on every
-//! poll and says where they disagree (`auditor`).
+//! poll and says where they disagree (`auditor`). Nodes that run Slurm nodes are tainted against other
+//! schedulers (`taints`).
 
 mod auditor;
 mod ledger;
 mod metrics;
+mod taints;
 
 pub use auditor::{CONDITION, Config, run, watch_every_pod};
 pub use ledger::{Amounts, Finding, NodeLedger, OutsidePod, Resource};

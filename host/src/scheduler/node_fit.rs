@@ -11,6 +11,7 @@ use kube::ResourceExt;
 
 use crate::kube::node_match::{selector_matches, tolerates};
 use crate::scheduler::watched_pod::PodNeeds;
+use crate::vocabulary::SLURM_NODE_TAINT;
 
 /// Why a pod may not run on a Node, in the words kube-scheduler uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,8 +52,13 @@ pub fn is_node_state(taint: &Taint) -> bool {
 pub fn misfit(spec: &PodNeeds, node: &Node) -> Option<Misfit> {
     let taints = node.spec.as_ref().and_then(|spec| spec.taints.as_deref()).unwrap_or_default();
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
-    let untolerated =
-        |taint: &&Taint| excludes(taint) && !is_node_state(taint) && !tolerations.iter().any(|t| tolerates(t, taint));
+    // The Slurm Node taint keeps other schedulers' pods off; sunk's pods are what the Node is for.
+    let untolerated = |taint: &&Taint| {
+        excludes(taint)
+            && !is_node_state(taint)
+            && taint.key != SLURM_NODE_TAINT
+            && !tolerations.iter().any(|t| tolerates(t, taint))
+    };
     if let Some(taint) = taints.iter().find(untolerated) {
         return Some(Misfit::Taint(describe_taint(taint)));
     }
@@ -119,8 +125,8 @@ mod tests {
     }
 
     #[test]
-    fn the_nodes_state_is_left_to_its_drain() {
-        for key in NODE_STATE_TAINTS {
+    fn the_nodes_state_is_left_to_its_drain_and_the_slurm_node_taint_to_sunks_pods() {
+        for key in NODE_STATE_TAINTS.into_iter().chain([SLURM_NODE_TAINT]) {
             let in_that_state = node(serde_json::json!({
                 "metadata": {"name": "n1"},
                 "spec": {"unschedulable": true, "taints": [{"key": key, "effect": "NoSchedule"}]}

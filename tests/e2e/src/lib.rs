@@ -172,6 +172,7 @@ impl Cluster {
             .env("SUNK_NODESET_CONTROLLER", "false")
             .env("SUNK_SYNCER", "false")
             .env("SUNK_POOL_AUDIT", "false")
+            .env("SUNK_TAINT_SLURM_NODES", "false")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)

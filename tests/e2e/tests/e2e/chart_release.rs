@@ -65,6 +65,9 @@ pub(crate) fn values(namespace: &str, kill_wait: u32, template_revision: &str) -
         "pollIntervalMs=200".into(),
         "slurmCluster.enabled=true".into(),
         format!("slurmCluster.config.killWait={kill_wait}"),
+        // The lane's two Nodes hold the release's controllers as well as its slurmd pods: tainted,
+        // every controller pod made after the first slurmd (a restart, an upgrade) would wait.
+        "pool.taintNodes=false".into(),
     ];
     for daemon in ["slurmctld", "slurmrestd", "slurmd", "slurmdbd", "login"] {
         values.push(format!("slurmCluster.images.{daemon}.repository=localhost/sunk/{daemon}"));

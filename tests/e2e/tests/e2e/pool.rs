@@ -2,6 +2,8 @@
 //! offers there, and the host says so (`sunk_pool_overcommitted`, the Node's `SlurmPoolOvercommitted`
 //! condition, an Event naming the pod) until the pod is gone.
 //!
+//! Nodes running Slurm nodes are tainted against other schedulers; sunk's own pods still land there.
+//!
 //! The local cluster's Slurm nodes are its GPU NodeSet's two, of 2 CPUs and 2 GPUs each; their
 //! slurmd pods request nothing of the kubelet, so with no other pod there the pool is held once.
 
@@ -9,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use sunk_e2e::{BUSYBOX, Cluster, is_running, wait_for};
+use sunk_e2e::{BUSYBOX, Cluster, is_running, kubectl, node_name, pod, scheduled_condition, wait_for};
 
 const AUDIT: Duration = Duration::from_secs(60);
 const NODE: &str = "kube-node-1";
@@ -76,5 +78,61 @@ async fn a_pod_that_bypasses_sunk_onto_a_slurm_node_is_reported_until_it_leaves(
         (gpus_over(&metrics)? == 0 && status == "False").then_some(())
     })
     .await?;
+    Ok(())
+}
+
+const TAINT: &str = "sunk.dev/slurm-node";
+
+/// Takes the Slurm Node taint off both Nodes when the test ends: the host that put it there is gone,
+/// and the tests after this one place other schedulers' pods anywhere.
+struct Untainted;
+
+impl Drop for Untainted {
+    fn drop(&mut self) {
+        for node in ["kube-node-1", "kube-node-2"] {
+            let _ = kubectl(&["taint", "nodes", node, &format!("{TAINT}-")]).output();
+        }
+    }
+}
+
+async fn tainted(nodes: &Api<Node>, name: &str) -> Option<bool> {
+    let node = nodes.get(name).await.ok()?;
+    let taints = node.spec?.taints.unwrap_or_default();
+    Some(taints.iter().any(|taint| taint.key == TAINT && taint.effect == "NoSchedule"))
+}
+
+#[tokio::test]
+async fn nodes_running_slurm_are_tainted_against_other_schedulers_but_not_sunk() -> anyhow::Result<()> {
+    let _untainted = Untainted;
+    let mut cluster = Cluster::connect("pool-taint").await?;
+    cluster.start_host(&[
+        ("SUNK_POOL_AUDIT", "true"),
+        ("SUNK_TAINT_SLURM_NODES", "true"),
+        ("SUNK_NODESET_NAMESPACE", "slurm"),
+    ])?;
+    let nodes: Api<Node> = Api::all(Cluster::client().await?);
+    wait_for("both Slurm Nodes tainted", AUDIT, || async {
+        (tainted(&nodes, "kube-node-1").await? && tainted(&nodes, "kube-node-2").await?).then_some(())
+    })
+    .await?;
+
+    // kube-scheduler keeps a pod that does not tolerate the taint off the Node it asks for.
+    let hostname = serde_json::json!({"kubernetes.io/hostname": NODE});
+    let mut other = pod("other-scheduler", "100m", "64Mi");
+    other["spec"]["schedulerName"] = "default-scheduler".into();
+    other["spec"]["nodeSelector"] = hostname.clone();
+    cluster.create_pod(other).await?;
+    cluster
+        .wait_pod("other-scheduler", "kube-scheduler to refuse it for the taint", AUDIT, |pod| {
+            scheduled_condition(pod).is_some_and(|(status, _, message)| status == "False" && message.contains(TAINT))
+        })
+        .await?;
+
+    // sunk's pods go through Slurm, which holds what they need: the taint is not theirs to tolerate.
+    let mut ours = pod("through-slurm", "100m", "64Mi");
+    ours["spec"]["nodeSelector"] = hostname;
+    cluster.create_pod(ours).await?;
+    let bound = cluster.wait_pod("through-slurm", "sunk to bind it", AUDIT, |pod| node_name(pod).is_some()).await?;
+    assert_eq!(node_name(&bound), Some(NODE));
     Ok(())
 }
