@@ -18,7 +18,8 @@ impl Cluster {
     /// `helm install --wait` of the chart's host, one replica, with the JWT key Secret it reads, the
     /// tests' scheduler name, and `extra` values. The local cluster's NodeSet has a keeper already (a
     /// second one would roll its pods), so the NodeSet controller is off; its namespace is where the
-    /// scheduler believes slurmd pods.
+    /// scheduler believes slurmd pods. The Slurm Node taint is off: it would outlive the release on the
+    /// local cluster's Nodes (pool:: tests it, with a host of its own that takes it off again).
     pub async fn install_host_chart(&self, extra: &[&str]) -> anyhow::Result<String> {
         self.create_jwt_key_secret("slurm-jwt-key").await?;
         let release = release(self);
@@ -32,6 +33,7 @@ impl Cluster {
             "nodesetController.namespace=slurm",
             "replicas=1",
             "leaderElection.enabled=false",
+            "pool.taintNodes=false",
         ] {
             install.extend(["--set", value]);
         }
