@@ -95,6 +95,12 @@ name is its host name, the second SlurmctldHost). */}}
 {{- if or (eq $mode "true") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end }}
 {{- end }}
 
+{{/* Whether to render the PrometheusRule: `auto` only when the Prometheus Operator's API exists. */}}
+{{- define "sunk.prometheusRule" -}}
+{{- $mode := toString .Values.prometheusRule.enabled }}
+{{- if or (eq $mode "true") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule")) }}true{{ end }}
+{{- end }}
+
 {{/* A Secret's data: kept from the live object across upgrades, else a new random 64-byte key or,
 with `"ssh" true`, a new ECDSA P-256 key in PEM, which sshd and ssh read (users never see "host key
 changed" after an upgrade). */}}
