@@ -49,6 +49,13 @@ anchors_of() {
     }' "$1"
 }
 
+# --anchors FILE prints FILE's anchors, one a line, for links kept outside markdown (the alerts'
+# runbook_url).
+if [[ ${1:-} == --anchors ]]; then
+  anchors_of "$2"
+  exit 0
+fi
+
 check_file() {
   local file=$1 dir line target path anchor resolved
   dir=$(dirname "$file")

@@ -9,12 +9,14 @@ source "$here/../tests/cluster/env.sh"
 
 missing=()
 # command:package. The Nodes of the local cluster need containerd, runc, the CNI plugins, iptables
-# and conntrack (kube-proxy); buildah builds the images without a daemon.
+# and conntrack (kube-proxy); buildah builds the images without a daemon; promtool (with Prometheus)
+# checks and unit-tests the chart's alerts (scripts/check-alerts.sh, with python3's yaml).
 for tool in debootstrap:debootstrap openssl:openssl curl:curl ss:iproute2 setsid:util-linux python3:python3 \
   containerd:containerd runc:runc iptables:iptables conntrack:conntrack buildah:buildah objcopy:binutils \
-  /usr/lib/cni/bridge:containernetworking-plugins; do
+  /usr/lib/cni/bridge:containernetworking-plugins promtool:prometheus; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
+python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
   apt-get update -q >/dev/null

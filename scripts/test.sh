@@ -36,6 +36,8 @@ wait "$parts" || { cat "$parts_log"; die "building the local cluster's parts fai
 cat "$parts_log"
 trap - EXIT
 
+log "alerting rules and dashboards"
+"$here/check-alerts.sh"
 log "unit tests"
 # Property tests draw their cases from a fixed seed here, so that the suite is deterministic; a plain
 # `cargo test` draws new ones (and keeps any failure in proptest-regressions/).
