@@ -5,7 +5,9 @@
 //!   from faults (a fault, and [`PENDING_WITH_ROOM`] after its recovery, excuse a wait);
 //! - no Slurm batch job cancelled but by a preemption the host marked on it (sunk never cancels what
 //!   it did not submit otherwise), and no pod of the workload gone without an Event saying why;
-//! - no slurmd pod deleted, but by the run itself, while its Slurm node held a job.
+//! - no slurmd pod deleted, but by the run itself, while its Slurm node held a job;
+//! - no pod refused by its kubelet (`OutOfcpu`, `OutOfmemory`, `Outof<extended resource>`): the pool
+//!   is held once, so whatever Slurm gave a pod's placeholder the kubelet has too.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -74,6 +76,8 @@ pub struct Invariants {
     /// Victims of the preemptors: the workload's pods (by UID) and batch jobs (by id).
     preempted_pods: HashSet<String>,
     preempted_jobs: HashSet<u32>,
+    /// Pods a kubelet refused to admit (by UID).
+    refused_by_kubelet: HashSet<String>,
 }
 
 impl Invariants {
@@ -90,6 +94,7 @@ impl Invariants {
             reported: HashSet::new(),
             preempted_pods: HashSet::new(),
             preempted_jobs: HashSet::new(),
+            refused_by_kubelet: HashSet::new(),
         }
     }
 
@@ -107,6 +112,11 @@ impl Invariants {
 
     pub fn quiet_since(&mut self, at: Instant) {
         self.quiet_since = Some(at);
+    }
+
+    /// How many pods a kubelet refused to admit.
+    pub fn kubelet_refusals(&self) -> usize {
+        self.refused_by_kubelet.len()
     }
 
     /// How many of the workload's pods and batch jobs the preemptors made go.
@@ -139,6 +149,7 @@ impl Invariants {
             .map(|node| node.name.as_str())
             .collect();
         self.slurmd_pods_kept(&pods, &nodes);
+        self.no_pod_refused_by_its_kubelet(&pods);
         let pending_with_room = self.no_wait_with_room(&pods, workload, !idle.is_empty());
         let pool_nodes_usable = nodes.iter().filter(|node| POOL.contains(&node.name.as_str()) && usable(node)).count();
         let pool_states = nodes
@@ -245,6 +256,22 @@ impl Invariants {
             .filter(|node| matches!(node.state.first().map(String::as_str), Some("ALLOCATED" | "MIXED")))
             .map(|node| node.name.clone())
             .collect();
+    }
+
+    /// A kubelet refuses a pod whose requests its Node cannot hold (`OutOfcpu`, `OutOfmemory`,
+    /// `Outofnvidia.com/gpu`): the pod failed where Slurm said there was room.
+    fn no_pod_refused_by_its_kubelet(&mut self, pods: &[Pod]) {
+        for pod in pods {
+            let Some(status) = pod.status.as_ref() else { continue };
+            let reason = status.reason.as_deref().unwrap_or_default();
+            if status.phase.as_deref() != Some("Failed") || !reason.to_ascii_lowercase().starts_with("outof") {
+                continue;
+            }
+            if self.refused_by_kubelet.insert(pod.uid().unwrap_or_default()) {
+                let message = status.message.as_deref().unwrap_or_default();
+                self.violation(format!("pod {} was refused by its kubelet: {reason}: {message}", pod.name_any()));
+            }
+        }
     }
 
     /// Counts single pods waiting while Slurm has room, and reports those that waited too long away

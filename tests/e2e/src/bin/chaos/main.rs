@@ -152,6 +152,7 @@ async fn run(world: &world::World, args: &Args) -> anyhow::Result<report::Report
         recoveries,
         counts: workload.counts().clone(),
         preempted,
+        kubelet_refusals: invariants.kubelet_refusals(),
         violations: invariants.into_violations(),
         gauges: gauges.summary(),
     })

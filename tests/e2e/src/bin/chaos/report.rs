@@ -15,6 +15,8 @@ pub struct Report {
     pub counts: Counts,
     /// The preemptors' victims: the workload's pods, and batch jobs.
     pub preempted: (usize, usize),
+    /// Pods a kubelet refused to admit (each one also a violation).
+    pub kubelet_refusals: usize,
     pub violations: Vec<String>,
     /// The gauges' summary table.
     pub gauges: String,
@@ -70,6 +72,7 @@ impl fmt::Display for Report {
             "preemption: {} preemptors; {} of the workload's pods and {} batch jobs preempted",
             c.preemptors, self.preempted.0, self.preempted.1
         )?;
+        writeln!(f, "pods refused by a kubelet: {}", self.kubelet_refusals)?;
         if !c.failed_because.is_empty() {
             writeln!(f, "failed pods by reason: {:?}", c.failed_because)?;
         }
