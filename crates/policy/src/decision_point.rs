@@ -227,7 +227,9 @@ fn log_decision<W: World>(
         Ok(output) => W::summarize_output(output),
         Err(error) => error.to_string(),
     };
-    tracing::info!(
+    // A decision is taken on every pass (the drain policy's on every Node status update): at INFO
+    // that was hundreds of lines a second on a large cluster, none of them a change.
+    tracing::debug!(
         target: "sunk::decision",
         decision = W::NAME,
         policy = %live.source,

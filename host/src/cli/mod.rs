@@ -2,6 +2,7 @@
 
 mod host;
 mod host_args;
+mod logging;
 mod policy;
 mod writers;
 
@@ -13,6 +14,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 #[derive(Parser)]
 #[command(name = "sunk", version, about = "Runs Slurm and Kubernetes on one pool of compute")]
 struct Cli {
+    /// How log lines are written to stderr: `text`, or `json` (one object per line). `RUST_LOG`
+    /// chooses which lines.
+    #[arg(long, global = true, env = "SUNK_LOG_FORMAT", value_enum, ignore_case = true,
+          default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -30,7 +36,7 @@ enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    logging::init(cli.log_format);
     crate::tls::install_crypto_provider();
     let result = match cli.command {
         Command::Host(args) => host::run(*args),
@@ -78,20 +84,25 @@ pub fn crds() -> anyhow::Result<Vec<(String, String)>> {
     custom_resources().iter().map(|crd| Ok((crd.spec.names.plural.clone(), serde_saphyr::to_string(crd)?))).collect()
 }
 
-fn init_tracing() {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube_runtime=warn".into());
-    let json = std::env::var("SUNK_LOG_FORMAT").is_ok_and(|format| format == "json");
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
+    use super::{Cli, logging::LogFormat};
+
+    #[test]
+    fn the_log_format_is_text_unless_asked_for_json_before_or_after_the_subcommand() {
+        let parse = |args: &[&str]| {
+            let host = ["sunk"].iter().chain(args).chain(&["--slurm-jwt-key", "/k"]).copied();
+            Cli::try_parse_from(host).map(|cli| cli.log_format)
+        };
+        assert_eq!(parse(&["host"]).unwrap(), LogFormat::Text);
+        assert_eq!(parse(&["host", "--log-format", "json"]).unwrap(), LogFormat::Json);
+        assert_eq!(parse(&["--log-format=JSON", "host"]).unwrap(), LogFormat::Json);
+        assert_eq!(parse(&["host", "--log-format=text"]).unwrap(), LogFormat::Text);
+        assert!(parse(&["host", "--log-format=yaml"]).is_err());
+    }
+
     /// The chart installs the CRDs from files; they must be what this build serves.
     #[test]
     fn the_charts_crds_are_current() {

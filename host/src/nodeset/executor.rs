@@ -32,9 +32,13 @@ pub struct Pass<'a> {
 pub async fn execute(ctx: &Context, pass: &Pass<'_>, steps: &[Step]) -> Result<(), Error> {
     let mut first_error = None;
     for step in steps {
-        if let Err(error) = take(ctx, pass, step).await {
-            tracing::warn!(nodeset = %pass.nodeset.name_any(), %step, %error, "step failed");
-            first_error.get_or_insert(error);
+        match take(ctx, pass, step).await {
+            // A step is planned only when something is to change: each one taken is news.
+            Ok(()) => tracing::info!(nodeset = %pass.nodeset.name_any(), %step, "step taken"),
+            Err(error) => {
+                tracing::warn!(nodeset = %pass.nodeset.name_any(), %step, %error, "step failed");
+                first_error.get_or_insert(error);
+            }
         }
     }
     first_error.map_or(Ok(()), Err)

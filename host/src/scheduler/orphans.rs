@@ -112,7 +112,7 @@ async fn confirmed_gone(client: &Client, orphans: Vec<Placeholder>) -> Vec<Place
             }
             Ok(_) => gone.push(placeholder),
             Err(error) => {
-                tracing::info!(pod = %key.name, %error, "cannot confirm the pod is gone; its job stays for now")
+                tracing::debug!(pod = %key.name, %error, "cannot confirm the pod is gone; its job stays for now")
             }
         }
     }

@@ -132,7 +132,7 @@ async fn not_submitted(
 ) -> Result<Option<Action>, Error> {
     match error {
         error if error.names_a_vanished_node() => {
-            tracing::info!(pod = %key.name, %error, "a node named in the job vanished; trying again");
+            tracing::debug!(pod = %key.name, %error, "a node named in the job vanished; trying again");
             Ok(Some(Action::requeue(RETRY)))
         }
         // Before refusals: slurmrestd passes on a slurmctld it could not reach as an error list too.
@@ -208,7 +208,7 @@ pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &C
         }
         // The job started or ended meanwhile, or a node vanished: the next pass sees the new state.
         Err(error @ SlurmError::Api { .. }) => {
-            tracing::info!(job = job_id, %error, "could not update the job's excluded nodes");
+            tracing::debug!(job = job_id, %error, "could not update the job's excluded nodes");
         }
         Err(error) => return Err(error.into()),
     }

@@ -216,6 +216,7 @@ async fn apply(
             } else {
                 ("SlurmDrainRequested", format!("drained Slurm node {}: {reason}", slurm_node.name))
             };
+            tracing::info!(node = %node.name_any(), "{note}");
             ctx.recorder.publish(&about, true, event, "Drain", note).await;
             ctx.metrics.applied(if *reapplied { "reapply" } else { "drain" }, cause);
         }
@@ -226,6 +227,7 @@ async fn apply(
             let cause = cause.as_deref().unwrap_or("none left");
             let note =
                 format!("resumed Slurm node {} (was: {}); cause cleared: {cause}", slurm_node.name, slurm_node.reason);
+            tracing::info!(node = %node.name_any(), "{note}");
             ctx.recorder.publish(&about, false, "SlurmResumed", "Resume", note).await;
             ctx.metrics.applied("resume", cause);
         }

@@ -116,14 +116,14 @@ async fn leave_mark(ctx: &Context, job: &Job, mark: &str) -> Option<String> {
         current => format!("{current}; {mark}"),
     };
     let Some(own_id) = job.update_id() else {
-        tracing::info!(job = %job.target(), "the preemption's reason is not left on an array's record");
+        tracing::debug!(job = %job.target(), "the preemption's reason is not left on an array's record");
         return None;
     };
     let update = JobUpdate { admin_comment: Some(marked.clone()), ..Default::default() };
     match ctx.slurm.update_job(&own_id, &update).await {
         Ok(()) => Some(marked),
         Err(error) => {
-            tracing::info!(job = own_id, %error, "could not leave the preemption's reason on the job");
+            tracing::warn!(job = own_id, %error, "could not leave the preemption's reason on the job");
             None
         }
     }
