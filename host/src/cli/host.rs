@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::first_contact;
 use super::host_args::{HostArgs, own_namespace};
 use super::writers::{DRAIN, WriterMetrics, Writers};
 use crate::delivery::{self, Decision, Loads};
@@ -39,15 +40,14 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
         "--scheduler=false, --nodeset-controller=false, --syncer=false and --pool-audit=false leave the host \
          nothing to do"
     );
-    // Listening from the start: a SIGTERM while following or starting must not be lost.
+    // Listening from the start: a SIGTERM while following, starting or waiting for Slurm must not be lost.
     let mut stop = std::pin::pin!(stop_requested()?);
+    // What no waiting mends stops the host at once: a URL that is none, a key it cannot read.
+    let slurm_url = super::host_args::slurm_url(&args.slurm_url)?;
     let key = std::fs::read(&args.slurm_jwt_key)
         .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
     let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
-    let slurm = SlurmClient::new(&args.slurm_url, signer)?.with_max_in_flight(args.slurm_max_requests as usize);
-    // Which Slurm, and which API version to speak with it; a Slurm sunk cannot speak with stops it here.
-    let slurm_info = slurm.discover().await.with_context(|| format!("--slurm-url {}", args.slurm_url))?;
-    tracing::info!(release = %slurm_info.release, api = %slurm_info.api, "talking to {slurm_info}");
+    let slurm = SlurmClient::new(slurm_url, signer)?.with_max_in_flight(args.slurm_max_requests as usize);
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
     let policies = Arc::new(Policies::bundled(failure_modes(&args.fallback, &args.fail_closed))?);
     let tenancy = Arc::new(super::host_args::tenancy(args.tenancy.as_deref())?);
@@ -59,35 +59,49 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     slurm.register(&mut registry);
     crate::heap::register(&mut registry);
     tokio::spawn(crate::heap::give_back_freed_memory(std::time::Duration::from_secs(10)));
-    slurm_info_metric.set(&slurm_info);
     policies.metrics.register(&mut registry);
     let metrics = WriterMetrics::default();
     metrics.register(&mut registry);
     let identity = election.as_ref().map_or_else(leader::identity, |config| config.identity.clone());
     let leading = LeaderGauge::register(&mut registry, &identity);
-    // Ready means "can do its job here": serving /metrics, and, with leader election, knowing who
-    // leads. Slurm or the API server being unreachable shows in metrics and on pods, not by taking
-    // the host out of its Service.
-    let readiness = http::Readiness::default();
-    let fence = if election.is_some() { Fence::closed() } else { Fence::open() };
-    // What only reads runs on followers too, so that a takeover starts warm.
-    let election = election.map(|config| Election::start(client.clone(), config, fence.clone()));
-    if let Some(election) = &election {
-        readiness.check("leader-lease", election.synced());
-    }
     let poll_interval = Duration::from_millis(args.poll_interval_ms.max(50));
     // One cache of Slurm's nodes, polled once, read by every controller that needs it.
     let slurm_nodes = (args.nodeset_controller || args.syncer || args.scheduler || args.pool_audit)
         .then(|| NodeCache::new(NodeCacheConfig::every(poll_interval)));
     if let Some(slurm_nodes) = &slurm_nodes {
         slurm_nodes.register(&mut registry);
+    }
+    // Ready means "can do its job here": Slurm answered once, the process serves /metrics, and, with
+    // leader election, knows who leads. Slurm or the API server out of reach later shows in metrics
+    // and on pods, not by taking the host out of its Service.
+    let readiness = http::Readiness::default();
+    let slurm_answered = readiness.gate(first_contact::CHECK, "not asked yet");
+    http::serve(args.http_addr, registry, readiness.clone()).await?;
+
+    // Which Slurm, and which API version to speak with it: asked until Slurm answers.
+    let slurm_info = tokio::select! {
+        info = first_contact::discover(&slurm, &slurm_answered) => info,
+        () = &mut stop => {
+            tracing::info!("asked to stop while waiting for Slurm");
+            return Ok(());
+        }
+    };
+    tracing::info!(release = %slurm_info.release, api = %slurm_info.api, "talking to {slurm_info}");
+    slurm_info_metric.set(&slurm_info);
+    let fence = if election.is_some() { Fence::closed() } else { Fence::open() };
+    // What only reads runs on followers too, so that a takeover starts warm. A replica that cannot
+    // reach Slurm does not stand for election: it could not lead.
+    let election = election.map(|config| Election::start(client.clone(), config, fence.clone()));
+    if let Some(election) = &election {
+        readiness.check("leader-lease", election.synced());
+    }
+    if let Some(slurm_nodes) = &slurm_nodes {
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
         tokio::spawn(crate::slurm::rediscover_after_reconnects(slurm.clone(), slurm_nodes.clone(), slurm_info_metric));
     }
     if let Some(dir) = args.policy_dir.clone() {
         tokio::spawn(delivery::watch_directory(dir, policies.clone()));
     }
-    http::serve(args.http_addr, registry, readiness).await?;
 
     let loads = Loads::default();
     let namespace = args.policy_namespace.clone().unwrap_or_else(own_namespace);

@@ -149,6 +149,16 @@ pub struct HostArgs {
 /// The namespace a pod's service account lives in, when running in a cluster.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
+/// `--slurm-url` as given, once it is an http(s) URL naming a host: a typo is no outage to wait out.
+pub fn slurm_url(url: &str) -> anyhow::Result<&str> {
+    let parsed = reqwest::Url::parse(url).with_context(|| format!("--slurm-url {url:?} is not a URL"))?;
+    anyhow::ensure!(
+        matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some_and(|host| !host.is_empty()),
+        "--slurm-url {url:?} is not an http:// or https:// URL naming slurmrestd's host"
+    );
+    Ok(url)
+}
+
 /// `--slurmctld-address`, or the host of slurmrestd's URL with slurmctld's default port.
 pub fn conf_server(address: Option<&str>, slurm_url: &str) -> anyhow::Result<String> {
     if let Some(address) = address {
@@ -183,6 +193,18 @@ pub fn own_namespace() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slurm_url_must_be_http_and_name_a_host() {
+        for good in ["http://127.0.0.1:6820", "https://slurmrestd.slurm.svc:6820/", "http://slurmrestd"] {
+            assert_eq!(slurm_url(good).unwrap(), good);
+        }
+        for bad in ["not a url", "127.0.0.1:6820", "slurmrestd:6820", "ftp://x", "http://", "unix:/run/slurmrestd.sock"]
+        {
+            let error = slurm_url(bad).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("--slurm-url {bad:?}")), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn the_conf_server_defaults_to_slurmrestds_host() {

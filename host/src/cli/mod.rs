@@ -1,5 +1,6 @@
 //! The `sunk` command line.
 
+mod first_contact;
 mod host;
 mod host_args;
 mod logging;

@@ -2,7 +2,7 @@
 
 mod readiness;
 
-pub use readiness::Readiness;
+pub use readiness::{Gate, Readiness};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,10 +49,35 @@ async fn metrics(State(served): State<Arc<Served>>) -> impl IntoResponse {
     }
 }
 
-/// 200 `ok` once every readiness check passes, else 503 naming the ones that do not.
+/// 200 `ok` once every readiness check passes, else 503 naming the ones that do not, and why.
 async fn readyz(State(served): State<Arc<Served>>) -> (StatusCode, String) {
-    match served.readiness.pending() {
-        pending if pending.is_empty() => (StatusCode::OK, "ok".into()),
-        pending => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}", pending.join(", "))),
+    match served.readiness.why_not() {
+        None => (StatusCode::OK, "ok".into()),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+        crate::tls::install_crypto_provider();
+        let response = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn readyz_says_why_the_host_is_not_ready_while_healthz_answers() {
+        let readiness = Readiness::default();
+        let slurm = readiness.gate("slurm", "waiting for Slurm: slurmrestd answered HTTP 200 to ping: no slurmctld");
+        let addr = serve("127.0.0.1:0".parse().unwrap(), Registry::default(), readiness).await.unwrap();
+        assert_eq!(get(addr, "/healthz").await, (200, "ok".into()));
+        let (status, body) = get(addr, "/readyz").await;
+        assert_eq!(status, 503);
+        assert_eq!(body, "not ready: slurm: waiting for Slurm: slurmrestd answered HTTP 200 to ping: no slurmctld");
+        assert_eq!(get(addr, "/metrics").await.0, 200, "metrics are served while not ready");
+        slurm.open();
+        assert_eq!(get(addr, "/readyz").await, (200, "ok".into()));
     }
 }

@@ -1,11 +1,14 @@
 //! What a waiting pod says, end to end: `Unschedulable` (what cluster-autoscaler and Kueue read) when
 //! it waits for capacity, a reason of sunk's own when its input is bad, `SlurmUnreachable` while
-//! slurmrestd does not answer; and the scheduler's metrics on /metrics.
+//! slurmrestd does not answer; the scheduler's metrics on /metrics; and a host started before Slurm
+//! answers, which waits, not ready, instead of exiting.
 
 use std::time::Duration;
 
 use sunk::slurm::JobState;
-use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, slurmrestd_frozen};
+use sunk_e2e::{
+    Answer, Cluster, HostileProxy, node_name, pod, scheduled_condition, slurmrestd_address, slurmrestd_frozen, wait_for,
+};
 
 const BIND: Duration = Duration::from_secs(30);
 /// The host notices a silent slurmrestd after 10 s; its lists go stale a little earlier.
@@ -90,5 +93,36 @@ async fn a_pod_waiting_for_an_unreachable_slurmrestd_says_so_then_binds() -> any
     let live: Vec<_> = jobs.iter().filter(|job| job.state() != JobState::Ended).collect();
     assert_eq!(live.len(), 1, "one live job: {jobs:?}");
     assert_eq!(node_name(&bound), cluster.kube_node_of(&live[0].nodes).await?.as_deref(), "{jobs:?}");
+    Ok(())
+}
+
+/// A fresh install starts the host before slurmctld: it must wait, saying why on /readyz, and start
+/// once Slurm answers, not exit into a crash loop.
+#[tokio::test]
+async fn a_host_started_before_slurm_answers_waits_not_ready_then_schedules() -> anyhow::Result<()> {
+    let proxy = HostileProxy::start(&slurmrestd_address()).await?;
+    proxy.answer(Answer::Reset);
+    let mut cluster = Cluster::connect("slurm-late").await?;
+    let host = cluster.start_host_via(proxy.url(), &[])?;
+    let (_, why) = wait_for("/readyz to say the host waits for Slurm", NOTICE, || async {
+        let (status, body) = cluster.readyz(host).await.ok()?;
+        (status == 503 && body.contains("slurm: waiting for Slurm")).then_some((status, body))
+    })
+    .await?;
+    assert!(why.contains("slurmrestd"), "/readyz names what does not answer: {why}");
+    cluster.create_pod(pod("early", "1", "256Mi")).await?;
+    // Several tries go unanswered meanwhile (the host asks again after 1, 2, 4 s).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(cluster.host_exited(host), None, "the host waits for Slurm; it does not exit");
+    assert!(cluster.metrics(host).await?.contains("sunk_slurm_up 0"), "/metrics is served while waiting");
+    assert!(node_name(&cluster.pods().get("early").await?).is_none(), "nothing is bound before Slurm answers");
+
+    proxy.answer(Answer::Forward);
+    wait_for("/readyz to pass once Slurm answers", Duration::from_secs(60), || async {
+        cluster.readyz(host).await.ok().filter(|(status, body)| *status == 200 && body == "ok")
+    })
+    .await?;
+    cluster.wait_pod("early", "the pod to be bound once Slurm answers", BIND, |pod| node_name(pod).is_some()).await?;
+    assert_eq!(cluster.host_exited(host), None);
     Ok(())
 }
