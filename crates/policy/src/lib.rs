@@ -14,6 +14,7 @@ mod host;
 mod imports;
 mod metrics;
 mod module;
+mod preamble;
 mod world;
 pub mod worlds;
 

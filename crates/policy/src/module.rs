@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
@@ -11,6 +11,7 @@ use super::engine::{Limits, Runtime};
 use super::error::PolicyError;
 use super::host::HostState;
 use super::imports;
+use super::preamble;
 use super::world::World;
 
 /// A compiled module of world `W`: cheap to clone and shareable across threads; every
@@ -132,12 +133,7 @@ pub struct Compiled {
 impl Compiled {
     /// Compiles the bytes of a `.wasm` component (not a core module).
     pub fn new(bytes: &[u8]) -> Result<Self> {
-        if bytes.starts_with(b"\0asm\x01\0\0\0") {
-            bail!(
-                "this is a core WebAssembly module, not a component; build it with `sunk policy build` \
-                 (or turn it into one with `wasm-tools component new`)"
-            );
-        }
+        preamble::check(bytes)?;
         let runtime = Runtime::shared()?;
         let component = Component::new(&runtime.engine, bytes).map_err(|e| wasm_error(e, "compiling"))?;
         Ok(Compiled { runtime, component, digest: sha256_hex(bytes).into(), size: bytes.len() })

@@ -16,8 +16,11 @@ use super::fetch::{self, FetchError};
 use super::loads::{Loads, Outcome};
 use super::resource::PolicyModule;
 use super::status;
+use crate::kube::one_line_within;
 use crate::policy::{Policies, Source, sha256_hex};
 
+/// The longest refusal quoted in a status message, in characters.
+const REFUSAL_LIMIT: usize = 300;
 /// How soon a refused module is looked at again (its bytes may not have arrived yet).
 const RETRY: Duration = Duration::from_secs(20);
 /// How soon the PolicyModules are listed again when they could not be (the API server away).
@@ -86,7 +89,12 @@ async fn load(module: Arc<PolicyModule>, ctx: Arc<Context>) -> Result<Action, Er
         let message = format!("rolled back on {decision} to the version kept in memory");
         Outcome::Live { message, news: Some("RolledBack"), replaced: Some(live_source) }
     } else {
-        match offer(&ctx, &module, &pinned, source.clone()).await {
+        // Room is left after the refusal for what follows from it: the whole message is cut to the
+        // limit of a condition's message when written, and its end says what still decides.
+        match offer(&ctx, &module, &pinned, source.clone())
+            .await
+            .map_err(|refusal| one_line_within(&refusal, REFUSAL_LIMIT))
+        {
             Ok(()) => {
                 point.release(&source);
                 let message = format!("live on {decision}, replacing {live_source} ({})", &live_digest[..12]);

@@ -45,3 +45,21 @@ async fn offer(
     });
     offered.await.unwrap_or_else(|error| Err(format!("loading the module failed: {error}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::FailureModes;
+
+    /// A PolicyModule whose ConfigMap holds a web page, not a component: its condition and Event say
+    /// so in words, on one line, not as wasmtime's dump of the bytes it expected.
+    #[tokio::test]
+    async fn a_refused_module_says_what_is_wrong_in_words_on_one_line() {
+        let policies = Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies"));
+        let page = b"<!DOCTYPE html>\n<html><body>Not Found</body></html>\n".to_vec();
+        let refusal = offer(policies, Decision::Drain, page, None, Source::Resource("drain".into())).await.unwrap_err();
+        assert!(refusal.starts_with("not a WebAssembly component: its first bytes are 3c 21 44 4f"), "{refusal}");
+        assert!(!refusal.contains("expected=") && !refusal.contains('\n'), "{refusal}");
+        assert_eq!(crate::kube::one_line(&refusal), refusal, "one line already, and short");
+    }
+}

@@ -35,8 +35,9 @@ pub fn is_superseded(module: &PolicyModule) -> bool {
     })
 }
 
-/// Sets the status; returns whether it changed. `live_digest` and `previous_digest` are kept from the
-/// current status when `None` and the phase is not `Live` (a refused update leaves the old module live).
+/// Sets the status, its message on one line; returns whether it changed. `live_digest` and
+/// `previous_digest` are kept from the current status when `None` and the phase is not `Live` (a
+/// refused update leaves the old module live).
 pub async fn write(
     client: &Client,
     module: &PolicyModule,
@@ -45,6 +46,7 @@ pub async fn write(
     live_digest: Option<&str>,
     previous_digest: Option<&str>,
 ) -> kube::Result<bool> {
+    let message = crate::kube::one_line(message);
     let current = module.status.clone().unwrap_or_default();
     let keep = |new: Option<&str>, old: &Option<String>| new.map(str::to_owned).or_else(|| old.clone());
     let live_digest = match phase {
@@ -55,7 +57,7 @@ pub async fn write(
     let previous_digest = keep(previous_digest, &current.previous_digest);
     let ready = phase == Phase::Live;
     let unchanged = current.phase.as_deref() == Some(phase.as_str())
-        && current.message.as_deref() == Some(message)
+        && current.message.as_ref() == Some(&message)
         && current.live_digest == live_digest
         && current.previous_digest == previous_digest
         && current.observed_generation == module.metadata.generation;
@@ -71,13 +73,13 @@ pub async fn write(
         phase: Some(phase.as_str().to_owned()),
         live_digest,
         previous_digest,
-        message: Some(message.to_owned()),
+        message: Some(message.clone()),
         observed_generation: module.metadata.generation,
         conditions: vec![Condition {
             type_: "Ready".into(),
             status: if ready { "True" } else { "False" }.into(),
             reason: phase.as_str().into(),
-            message: message.into(),
+            message,
             last_transition_time,
             observed_generation: module.metadata.generation,
         }],
@@ -86,4 +88,42 @@ pub async fn write(
     let patch = json!({ "status": status });
     api.patch_status(&module.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::kube::mock_api::{Expect, serve};
+
+    const STATUS: &str = "/apis/sunk.dev/v1alpha1/namespaces/ml/policymodules/drain/status?";
+
+    fn module() -> PolicyModule {
+        serde_json::from_value(json!({
+            "apiVersion": "sunk.dev/v1alpha1", "kind": "PolicyModule",
+            "metadata": {"name": "drain", "namespace": "ml", "generation": 2},
+            "spec": {"decision": "drain", "sha256": "00", "source": {"configMap": {"name": "m", "key": "drain.wasm"}}}
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_written_on_one_line_and_not_again_once_it_says_so() {
+        let (client, api) = serve(vec![Expect::call("PATCH", STATUS, 200, serde_json::to_value(module()).unwrap())]);
+        let refusal = "compiling the policy component: bad magic number - expected=[\n    0x0,\n    0x61,\n]";
+        assert!(write(&client, &module(), Phase::Refused, refusal, None, None).await.unwrap());
+        drop(client);
+        let sent = api.await.unwrap();
+        let status = &sent[0]["status"];
+        let one_line = "compiling the policy component: bad magic number - expected=[ 0x0, 0x61, ]";
+        assert_eq!((&status["message"], &status["conditions"][0]["message"]), (&json!(one_line), &json!(one_line)));
+
+        let mut written = module();
+        written.status = Some(serde_json::from_value(status.clone()).unwrap());
+        let (client, api) = serve(vec![]);
+        assert!(!write(&client, &written, Phase::Refused, refusal, None, None).await.unwrap(), "no change");
+        drop(client);
+        assert!(api.await.unwrap().is_empty());
+    }
 }

@@ -37,7 +37,9 @@ impl EventRecorder {
         Self { client, reporter, by_note: Arc::new(Mutex::new(ByNote::default())) }
     }
 
+    /// Records an Event; its note is made one line of at most [`super::MESSAGE_LIMIT`] characters.
     pub async fn publish(&self, about: &ObjectReference, warning: bool, reason: &str, action: &str, note: String) {
+        let note = super::one_line(&note);
         let recorder = self.recorder_for(&note).await;
         let event = Event {
             type_: if warning { EventType::Warning } else { EventType::Normal },

@@ -53,7 +53,8 @@ impl PodWriter {
     }
 
     /// Sets `PodScheduled` (status, reason, message) unless the pod's `current` one already says
-    /// exactly that. A pod gone meanwhile is no error.
+    /// exactly that. The message is written on one line (see [`super::one_line`]). A pod gone
+    /// meanwhile is no error.
     pub async fn set_scheduled_condition(
         &self,
         pod: &impl Resource,
@@ -63,10 +64,11 @@ impl PodWriter {
         message: &str,
     ) -> kube::Result<()> {
         let status = if scheduled { "True" } else { "False" };
+        let message = super::one_line(message);
         if let Some(current) = current
             && current.status == status
             && current.reason.as_deref() == Some(reason)
-            && current.message.as_deref() == Some(message)
+            && current.message.as_deref() == Some(message.as_str())
         {
             return Ok(());
         }
@@ -80,7 +82,7 @@ impl PodWriter {
             type_: "PodScheduled".into(),
             status: status.into(),
             reason: Some(reason.into()),
-            message: Some(message.into()),
+            message: Some(message),
             last_transition_time,
             ..Default::default()
         };
@@ -190,6 +192,21 @@ mod tests {
             (condition["reason"].as_str(), condition["message"].as_str()),
             (Some("Unschedulable"), Some("changed"))
         );
+    }
+
+    #[tokio::test]
+    async fn a_condition_message_is_written_on_one_line_and_not_again_once_it_says_so() {
+        let (client, api) = serve(vec![Expect::call("PATCH", format!("{POD}/status?"), 200, json!({}))]);
+        let writer = PodWriter::new(client, "sunk");
+        let message = "Slurm refused the job:\n  Invalid account\n";
+        writer.set_scheduled_condition(&pod(), None, false, "SlurmRejected", message).await.unwrap();
+        let written = json!([{"type": "PodScheduled", "status": "False", "reason": "SlurmRejected",
+                              "message": "Slurm refused the job: Invalid account"}]);
+        let current = scheduled_condition(&written);
+        writer.set_scheduled_condition(&pod(), current.as_ref(), false, "SlurmRejected", message).await.unwrap();
+        drop(writer);
+        let sent = api.await.unwrap();
+        assert_eq!(sent[0]["status"]["conditions"][0]["message"], "Slurm refused the job: Invalid account");
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@ use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 
 use super::blocking_jobs::BlockingJobs;
+use super::reported_blocks::ReportedBlocks;
 use super::resource::NodeSet;
 use super::slurmd_pod::ClusterSettings;
 use crate::kube::{EventRecorder, ReconcileMetrics};
@@ -26,6 +27,7 @@ pub struct Context {
     pub nodesets: Store<NodeSet>,
     pub recorder: EventRecorder,
     pub blocking_jobs: BlockingJobs,
+    pub reported_blocks: ReportedBlocks,
     pub metrics: ReconcileMetrics,
 }
 

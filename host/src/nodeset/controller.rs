@@ -72,6 +72,7 @@ pub async fn run(
     let ctx = Arc::new(Context {
         recorder: EventRecorder::new(client.clone(), "sunk-nodeset"),
         blocking_jobs: BlockingJobs::new(slurm.clone()),
+        reported_blocks: Default::default(),
         client,
         slurm,
         slurm_nodes,

@@ -59,6 +59,7 @@ impl World {
         let ctx = Context {
             recorder: EventRecorder::new(client.clone(), "sunk-nodeset"),
             blocking_jobs: BlockingJobs::new(slurm.clone()),
+            reported_blocks: Default::default(),
             client,
             slurm: slurm.clone(),
             slurm_nodes: NodeCache::new(NodeCacheConfig::every(std::time::Duration::from_millis(100))),

@@ -19,6 +19,7 @@ mod owner;
 mod plan;
 mod planner;
 mod reconcile;
+mod reported_blocks;
 mod resource;
 mod rollout;
 mod selection;

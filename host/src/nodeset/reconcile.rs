@@ -105,9 +105,11 @@ pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Actio
         blocking_jobs: &blocking_jobs,
         now: Timestamp::now(),
     });
+    // Told once per block: the condition's message remembers across restarts (up to its cut), the
+    // Context past the cut.
     let already_reported = blocked_message(&previous);
-    for blocked in &plan.blocked {
-        let what = what_blocks(blocked, &blocking_jobs);
+    let blocks: Vec<String> = plan.blocked.iter().map(|blocked| what_blocks(blocked, &blocking_jobs)).collect();
+    for what in ctx.reported_blocks.news(&key.to_string(), &blocks) {
         if !already_reported.is_some_and(|message| message.contains(&what)) {
             let note = format!("{what}; drainTimeout passed, nothing is forced");
             ctx.publish(&nodeset, true, "UpdateBlocked", "Drain", note).await;

@@ -129,7 +129,7 @@ impl Verdict {
             type_: self.type_.into(),
             status: self.status.into(),
             reason: self.reason.into(),
-            message: self.message,
+            message: crate::kube::one_line(&self.message),
             last_transition_time,
             observed_generation: generation,
         }

@@ -166,7 +166,7 @@ impl Auditor {
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
         let (status, reason) = if overcommitted { ("True", "Overcommitted") } else { ("False", "HeldOnce") };
         let patch = json!({"status": {"conditions": [{
-            "type": CONDITION, "status": status, "reason": reason, "message": message,
+            "type": CONDITION, "status": status, "reason": reason, "message": crate::kube::one_line(message),
             "lastTransitionTime": now, "lastHeartbeatTime": now,
         }]}});
         let nodes: Api<Node> = Api::all(self.client.clone());

@@ -128,12 +128,13 @@ pub async fn failing(
     Ok(())
 }
 
-/// Whether the pod's `PodScheduled` condition already says it waits for `reason`, in these words.
+/// Whether the pod's `PodScheduled` condition already says it waits for `reason`, in these words (as
+/// written: on one line).
 fn says_already(current: Option<&PodCondition>, reason: WaitReason, message: &str) -> bool {
     current.is_some_and(|condition| {
         condition.status == "False"
             && condition.reason.as_deref() == Some(reason.condition_reason())
-            && condition.message.as_deref() == Some(message)
+            && condition.message.as_deref() == Some(crate::kube::one_line(message).as_str())
     })
 }
 
@@ -188,5 +189,8 @@ mod tests {
         for (current, said) in cases {
             assert_eq!(says_already(current.as_ref(), WaitReason::SlurmHeld, "held"), said, "{current:?}");
         }
+        // Compared as written: on one line.
+        let written = condition("False", "SlurmHeld", "held: by the admin");
+        assert!(says_already(Some(&written), WaitReason::SlurmHeld, "held:\n  by the admin"));
     }
 }

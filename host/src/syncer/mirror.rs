@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
+use crate::kube::one_line;
 use crate::slurm;
 
 pub use crate::vocabulary::{DRAIN_ANNOTATION, DRAINED_FOR_ANNOTATION, LEGACY_DRAIN_ANNOTATION, STATE_ANNOTATION};
@@ -27,13 +28,14 @@ fn camel(flag: &str) -> String {
 }
 
 /// The `SlurmNode*` pod conditions the node's state calls for: its base state, then its flags, each
-/// True, with Slurm's reason as the message.
+/// True, with Slurm's reason (on one line) as the message.
 pub fn pod_conditions(node: &slurm::Node) -> BTreeMap<String, String> {
     let flags = node.flags();
+    let reason = one_line(&node.reason);
     let mut wanted = BTreeMap::new();
-    wanted.insert(format!("{POD_CONDITION_PREFIX}{}", camel(flags.base())), node.reason.clone());
+    wanted.insert(format!("{POD_CONDITION_PREFIX}{}", camel(flags.base())), reason.clone());
     for flag in FLAG_CONDITIONS.iter().filter(|flag| flags.has(flag)) {
-        wanted.insert(format!("{POD_CONDITION_PREFIX}{}", camel(flag)), node.reason.clone());
+        wanted.insert(format!("{POD_CONDITION_PREFIX}{}", camel(flag)), reason.clone());
     }
     wanted
 }
@@ -99,7 +101,7 @@ pub fn node_status_patch(kube_node: &Node, slurm_node: &slurm::Node, now: &str) 
         .filter_map(|(type_, flag)| {
             let on = slurm_node.flags().has(flag);
             let status = if on { "True" } else { "False" };
-            let message = if on { slurm_node.reason.clone() } else { String::new() };
+            let message = if on { one_line(&slurm_node.reason) } else { String::new() };
             let existing = current.into_iter().flatten().find(|c| c.type_ == *type_);
             let same = existing.is_some_and(|c| c.status == status && c.message.as_deref().unwrap_or("") == message);
             let reason = if on { format!("Slurm{}", camel(flag)) } else { "SlurmOk".to_owned() };
