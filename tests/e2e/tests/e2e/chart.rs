@@ -32,8 +32,45 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
     assert!(node_name(&bound).is_some());
     cluster.wait_event("rbac", "Scheduled, recorded with the chart's RBAC", |reason, _| reason == "Scheduled").await?;
     cluster.helm(&["test", &release, "--timeout", "60s"])?;
+    only_sunk_may_place_pods_tolerating_the_slurm_node_taint(&cluster).await?;
 
     cluster.uninstall_host_chart(&release).await?;
+    Ok(())
+}
+
+/// The chart's admission policy: in a namespace it does not allow, a pod tolerating the Slurm Node
+/// taint is refused, naming the field, unless sunk's scheduler places it.
+async fn only_sunk_may_place_pods_tolerating_the_slurm_node_taint(cluster: &Cluster) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use kube::api::{Api, DeleteParams, PostParams};
+    let other = format!("{}-other", cluster.namespace);
+    let namespaces: Api<Namespace> = Api::all(cluster.kube.clone());
+    let namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": other}}))?;
+    namespaces.create(&PostParams::default(), &namespace).await?;
+    let pods: Api<Pod> = Api::namespaced(cluster.kube.clone(), &other);
+    let tolerating = |name: &str, scheduler: &str| -> anyhow::Result<Pod> {
+        let mut tolerating = pod(name, "100m", "64Mi");
+        tolerating["metadata"]["namespace"] = other.clone().into();
+        tolerating["spec"]["schedulerName"] = scheduler.into();
+        tolerating["spec"]["tolerations"] = serde_json::json!([{"key": "sunk.dev/slurm-node", "operator": "Exists"}]);
+        Ok(serde_json::from_value(tolerating)?)
+    };
+    // The API server takes up a new policy within moments: until then a pod is admitted, and deleted.
+    let refused = sunk_e2e::wait_for("the admission policy to refuse the pod", Duration::from_secs(60), || async {
+        match pods.create(&PostParams::default(), &tolerating("elsewhere", "default-scheduler").ok()?).await {
+            Ok(_) => {
+                let _ = pods.delete("elsewhere", &DeleteParams::default().grace_period(0)).await;
+                None
+            }
+            Err(error) => Some(error.to_string()),
+        }
+    })
+    .await;
+    let through_slurm = pods.create(&PostParams::default(), &tolerating("through-slurm", sunk_e2e::SCHEDULER)?).await;
+    let _ = namespaces.delete(&other, &DeleteParams::default()).await;
+    let refused = refused?;
+    assert!(refused.contains("spec.tolerations") && refused.contains("sunk.dev/slurm-node"), "{refused}");
+    through_slurm.map_err(|error| anyhow::anyhow!("a pod sunk places may tolerate the taint: {error}"))?;
     Ok(())
 }
 
