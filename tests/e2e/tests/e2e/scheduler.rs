@@ -12,13 +12,17 @@ const BIND: Duration = Duration::from_secs(30);
 async fn a_pod_gets_one_job_and_is_bound_where_slurm_put_it() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("bind").await?;
     let host = cluster.start_host(&[])?;
-    // The host says which Slurm it found, and the API version it speaks with it.
-    let metrics = cluster.metrics(host).await?;
+    // The host says which Slurm it found, and the API version it speaks with it, once it has asked
+    // (it serves /metrics from its start, before Slurm answers).
     // 24.11 serves v0.0.42 at newest; 26.05 serves v0.0.44, the newest sunk speaks.
     let api = if sunk_e2e::slurm_version() == "24.11" { "v0.0.42" } else { "v0.0.44" };
     let info = format!(r#"sunk_slurm_info{{version="{}."#, sunk_e2e::slurm_version());
     let spoken = format!(r#"api="{api}"}} 1"#);
-    assert!(metrics.contains(&info) && metrics.contains(&spoken), "no {info}...{spoken}: {metrics}");
+    wait_for("the host to say which Slurm it speaks with", BIND, || async {
+        let metrics = cluster.metrics(host).await.ok()?;
+        (metrics.contains(&info) && metrics.contains(&spoken)).then_some(())
+    })
+    .await?;
     let created = cluster.create_pod(pod("web", "1", "512Mi")).await?;
     let uid = created.metadata.uid.clone().unwrap();
 

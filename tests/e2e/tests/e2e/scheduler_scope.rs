@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use sunk_e2e::{Cluster, node_name, pod, scheduled_condition};
+use sunk_e2e::{Cluster, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
 
@@ -12,7 +12,12 @@ async fn only_pods_of_watched_namespaces_are_scheduled() -> anyhow::Result<()> {
     let elsewhere = format!("{}-elsewhere", cluster.namespace);
     let blind = cluster.start_host(&[("SUNK_WATCH_NAMESPACES", &elsewhere)])?;
     let created = cluster.create_pod(pod("outside", "1", "256Mi")).await?;
-    // The host is up once it serves /metrics; then give it a few polls to do something wrong.
+    // The host is up once it is ready (Slurm answered, its controllers run); then give it a few
+    // polls to do something wrong.
+    wait_for("the host to be ready", Duration::from_secs(60), || async {
+        (cluster.readyz(blind).await.ok()?.0 == 200).then_some(())
+    })
+    .await?;
     let metrics = cluster.metrics(blind).await?;
     assert!(metrics.contains("sunk_scheduler_pending_pods 0"), "no pod of its scope waits:\n{metrics}");
     tokio::time::sleep(Duration::from_secs(3)).await;
