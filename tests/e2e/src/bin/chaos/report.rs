@@ -15,7 +15,7 @@ pub struct Report {
     pub counts: Counts,
     /// The preemptors' victims: the workload's pods, and batch jobs.
     pub preempted: (usize, usize),
-    /// Pods a kubelet refused to admit (each one also a violation).
+    /// Pods a kubelet refused to admit that a sample saw (each one also a violation).
     pub kubelet_refusals: usize,
     pub violations: Vec<String>,
     /// The gauges' summary table.
@@ -72,7 +72,19 @@ impl fmt::Display for Report {
             "preemption: {} preemptors; {} of the workload's pods and {} batch jobs preempted",
             c.preemptors, self.preempted.0, self.preempted.1
         )?;
-        writeln!(f, "pods refused by a kubelet: {}", self.kubelet_refusals)?;
+        // The workload sees every pod fail; a sample may miss one the host deleted in between.
+        let refused: usize = c
+            .failed_because
+            .iter()
+            .filter(|(reason, _)| reason.to_ascii_lowercase().starts_with("outof"))
+            .map(|(_, n)| n)
+            .sum();
+        writeln!(
+            f,
+            "pods refused by a kubelet: {} ({} of them seen by a sample, as violations)",
+            refused.max(self.kubelet_refusals),
+            self.kubelet_refusals
+        )?;
         if !c.failed_because.is_empty() {
             writeln!(f, "failed pods by reason: {:?}", c.failed_because)?;
         }
