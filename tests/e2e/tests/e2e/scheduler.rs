@@ -241,13 +241,15 @@ async fn the_job_states_slurm_lists_are_those_of_its_full_listing() -> anyhow::R
     let cluster = Cluster::connect("job-states").await?;
     let held = SlurmJob::submit(&["--hold", "--array=0-2", "-p", "batch", "--wrap", "sleep 60"])?;
     // Three reads, so that no job moved between them (an earlier test's ended job may be purged).
+    // The tests before this one leave jobs ending for a while (pods deleted with their grace
+    // periods, placeholders completing): the wait is for a moment when nothing moves.
     let agreed = || async {
         let before = cluster.slurm.job_states().await.ok()?;
         let JobsPage::All { jobs, .. } = cluster.slurm.jobs(None).await.ok()? else { return None };
         let after = cluster.slurm.job_states().await.ok()?;
         (before == after && after == JobStates::of_listing(&jobs)).then_some(after)
     };
-    let held_states = wait_for("the job states to be the full listing's", Duration::from_secs(30), agreed).await?;
+    let held_states = wait_for("the job states to be the full listing's", Duration::from_secs(90), agreed).await?;
     assert!(held_states.jobs >= 3, "the held array's tasks are listed one by one: {held_states:?}");
 
     in_slurm_root(&["scancel", &format!("{}_1", held.0)])?;
@@ -255,6 +257,6 @@ async fn the_job_states_slurm_lists_are_those_of_its_full_listing() -> anyhow::R
         (cluster.slurm.job_states().await.ok()? != held_states).then_some(())
     })
     .await?;
-    wait_for("the job states to be the full listing's again", Duration::from_secs(30), agreed).await?;
+    wait_for("the job states to be the full listing's again", Duration::from_secs(90), agreed).await?;
     Ok(())
 }
