@@ -133,8 +133,10 @@ impl Auditor {
                 said.insert(kube_name.clone(), (finding, message));
             }
         }
+        // A set, not a scan of `hosts` per Node: thousands of Nodes, every poll.
+        let hosting: BTreeSet<&String> = hosts.values().collect();
         said.retain(|node, _| {
-            let kept = hosts.values().any(|host| host == node);
+            let kept = hosting.contains(node);
             if !kept {
                 self.config.metrics.forget(node);
             }
