@@ -22,6 +22,8 @@ pub const POD_LINK: &str = "sunk.dev/pod=";
 pub const GANG_LINK: &str = "sunk.dev/gang=";
 /// A job array of pods: `sunk.dev/array=<namespace>/<pod>:<uid>,...`, task `i` the `i`-th pod.
 pub const ARRAY_LINK: &str = "sunk.dev/array=";
+/// A hold job's: `sunk.dev/hold=<Slurm node>`, holding there what pods outside Slurm use.
+pub const HOLD_LINK: &str = "sunk.dev/hold=";
 /// Appended to every link a host writes: `;by=<scheduler name>@<kube-system namespace UID>`, the
 /// installation the placeholder belongs to.
 pub const INSTALLATION_MARK: &str = ";by=";

@@ -163,7 +163,8 @@ tolerations: {{- toYaml . | nindent 2 }}
 {{- end }}
 
 {{/* slurmCluster.identity.ldap: the nslcd sidecar of a Slurm pod, in the pod's own image (`image`): a
-native sidecar, started before the pod's other init containers and up once its socket answers. */}}
+native sidecar, started before the pod's other init containers and up once its socket answers.
+`requests` replaces its CPU and memory requests (a slurmd pod's request nothing: see nodesets.yaml). */}}
 {{- define "sunk.nslcdSidecar" -}}
 {{- if .root.Values.slurmCluster.identity.ldap.enabled }}
 - name: nslcd
@@ -177,7 +178,7 @@ native sidecar, started before the pod's other init containers and up once its s
     exec: {command: [test, -S, /run/nslcd/socket]}
     periodSeconds: 1
     failureThreshold: 120
-  resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 64Mi}}
+  resources: {requests: {{ .requests | default (dict "cpu" "5m" "memory" "8Mi") | toJson }}, limits: {memory: 64Mi}}
   volumeMounts:
     - {name: nslcd, mountPath: /run/nslcd}
     - {name: ldap-client, mountPath: /etc/sunk/ldap, readOnly: true}

@@ -127,6 +127,11 @@ pub struct HostArgs {
     /// `--taint-slurm-nodes=false` turns it off.
     #[arg(long, env = "SUNK_TAINT_SLURM_NODES", default_value_t = true, action = clap::ArgAction::Set)]
     pub(super) taint_slurm_nodes: bool,
+    /// With the pool audit and the scheduler: where Slurm offers what pods outside it hold (DaemonSets,
+    /// static pods, the slurmd pod's own requests), hold jobs of the host's hold that in Slurm, so no
+    /// job or sunk pod is given it. `--hold-outside-pods=false` only reports it.
+    #[arg(long, env = "SUNK_HOLD_OUTSIDE_PODS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub(super) hold_outside_pods: bool,
     /// Node condition types, besides `Ready`, whose state the drain policy is shown (node-problem-
     /// detector style, e.g. `GpuUnhealthy,KernelDeadlock`). Comma-separated or repeated.
     #[arg(long = "drain-conditions", env = "SUNK_DRAIN_CONDITIONS", value_delimiter = ',')]

@@ -205,7 +205,18 @@ impl Parts {
         }
         // One cache of every pod, for the audit and for pod (anti-)affinity, when the host may read them.
         let every_pod = (slurm_nodes.is_some() && args.pool_audit).then(|| crate::pool::watch_every_pod(&client));
+        // The scheduler's view of Slurm's jobs, which shows the pool's hold jobs too.
+        let jobs = match (&slurm_nodes, args.scheduler) {
+            (Some(_), true) => {
+                let installation = scheduler::installation(&client, &args.scheduler_name).await?;
+                Some((installation.clone(), scheduler::JobCache::new(installation)))
+            }
+            _ => None,
+        };
         if let (Some(slurm_nodes), Some(every_pod)) = (&slurm_nodes, &every_pod) {
+            let holds = jobs.clone().filter(|_| args.hold_outside_pods).map(|(installation, jobs)| {
+                crate::pool::HoldKeeping { jobs, slurm: slurm.clone(), installation, placeholders: args.placeholders }
+            });
             let config = crate::pool::Config {
                 every_pod: every_pod.clone(),
                 scheduler_name: args.scheduler_name.clone(),
@@ -213,6 +224,7 @@ impl Parts {
                 taint_nodes: args.taint_slurm_nodes,
                 interval: poll_interval,
                 metrics: metrics.pool.clone(),
+                holds,
             };
             controllers.push(crate::pool::run(client.clone(), slurm_nodes.clone(), config).boxed());
         }
@@ -226,7 +238,7 @@ impl Parts {
             controllers
                 .push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
         }
-        if let (Some(slurm_nodes), true) = (slurm_nodes, args.scheduler) {
+        if let (Some(slurm_nodes), Some((installation, jobs))) = (slurm_nodes, jobs) {
             let config = scheduler::Config {
                 scheduler_name: args.scheduler_name,
                 poll_interval,
@@ -246,6 +258,8 @@ impl Parts {
                 tenancy,
                 slurmd_namespace: args.nodeset_namespace.clone(),
                 every_pod,
+                installation,
+                jobs,
             };
             controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
         }

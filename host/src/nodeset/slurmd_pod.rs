@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector, Pod, PodSpec, SecretVolumeSource, Volume,
     VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -127,6 +128,7 @@ fn configure_slurmd(slurmd: &mut Container, cluster: &ClusterSettings, placement
             .to_vec();
     args.extend(slurmd.args.take().unwrap_or_default());
     slurmd.args = Some(args);
+    request_only_what_is_asked(slurmd);
     let env = slurmd.env.get_or_insert_default();
     if !env.iter().any(|var| var.name == POD_IP) {
         env.push(EnvVar {
@@ -150,6 +152,21 @@ fn configure_slurmd(slurmd: &mut Container, cluster: &ClusterSettings, placement
         });
     }
     mounted
+}
+
+/// The slurmd container's limits tell Slurm what its node has (`slurmd_conf`), and Kubernetes would
+/// make them its requests too: the kubelet would then hold for the slurmd pod the CPUs and memory
+/// Slurm gives sunk's pods beside it, and refuse those pods. It requests the CPU and memory its
+/// template asks for, else none. (A GPU limit is its request whatever it says: GPUs belong in the
+/// Node's allocatable, not in the slurmd container's limits.)
+fn request_only_what_is_asked(slurmd: &mut Container) {
+    let Some(resources) = slurmd.resources.as_mut() else { return };
+    let Some(limits) = &resources.limits else { return };
+    let limited: Vec<&str> = ["cpu", "memory"].into_iter().filter(|name| limits.contains_key(*name)).collect();
+    let requests = resources.requests.get_or_insert_default();
+    for name in limited {
+        requests.entry(name.to_owned()).or_insert_with(|| Quantity("0".into()));
+    }
 }
 
 fn key_volume(secret: String) -> Volume {

@@ -122,3 +122,28 @@ fn a_slurmd_pod_gets_no_api_token_unless_its_template_asks_for_one() {
         serde_json::json!({"spec": {"automountServiceAccountToken": true, "containers": [{"name": "slurmd"}]}});
     assert_eq!(build_for(&nodeset(asking)).spec.unwrap().automount_service_account_token, Some(true));
 }
+
+#[test]
+fn slurmd_requests_only_the_cpu_and_memory_its_template_asks_for() {
+    let template = |resources: serde_json::Value| serde_json::json!({"spec": {"containers": [{"name": "slurmd", "image": "slurmd", "resources": resources}]}});
+    let requests = |resources| {
+        let pod = build_for(&nodeset(template(resources)));
+        let slurmd = slurmd_container(pod.spec.as_ref().unwrap()).unwrap().clone();
+        let requests = slurmd.resources.and_then(|resources| resources.requests).unwrap_or_default();
+        requests.into_iter().map(|(name, amount)| (name, amount.0)).collect::<BTreeMap<_, _>>()
+    };
+    let of = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    // (resources, requests)
+    let cases = [
+        (serde_json::json!({}), of(&[])),
+        (serde_json::json!({"limits": {"cpu": "2", "memory": "4Gi"}}), of(&[("cpu", "0"), ("memory", "0")])),
+        (
+            serde_json::json!({"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "100m"}}),
+            of(&[("cpu", "100m"), ("memory", "0")]),
+        ),
+        (serde_json::json!({"requests": {"memory": "64Mi"}}), of(&[("memory", "64Mi")])),
+    ];
+    for (resources, expected) in cases {
+        assert_eq!(requests(resources.clone()), expected, "{resources}");
+    }
+}

@@ -2,11 +2,14 @@
 //! is not held once says so in `sunk_pool_overcommitted`, in its `SlurmPoolOvercommitted` condition
 //! and in an Event naming the pods outside Slurm. It writes only when what it finds changes.
 //!
-//! It only reports: while Slurm's nodes cannot be read it says nothing new, and it never drains,
-//! cancels or evicts.
+//! Where Slurm offers what pods outside it hold, it has hold jobs hold that ([`super::holds`]), when
+//! it runs beside the scheduler, whose job listing shows them. Otherwise it only reports. While
+//! Slurm's nodes or jobs cannot be read it says and does nothing new, and it never drains, evicts or
+//! cancels anything but its own hold jobs.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -16,12 +19,15 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde_json::json;
 
-use super::ledger::{Finding, NodeLedger};
+use super::holds::{self, HoldJob, HoldStep};
+use super::ledger::{Amounts, Finding, NodeLedger};
 use super::metrics::PoolMetrics;
 use super::taints::{self, TaintStep, taint_steps};
 use crate::kube::EventRecorder;
-use crate::scheduler::{SLURM_NODE_LABEL, SlurmdPods, WatchedPod, forget_managed_fields};
-use crate::slurm::NodeCache;
+use crate::scheduler::{
+    Installation, JobCache, Placeholders, SLURM_NODE_LABEL, SlurmdPods, WatchedPod, forget_managed_fields,
+};
+use crate::slurm::{self, NodeCache, Slurm};
 use crate::vocabulary::SLURM_NODE_TAINT;
 
 /// The Node condition the auditor keeps.
@@ -38,6 +44,33 @@ pub struct Config {
     pub taint_nodes: bool,
     pub interval: Duration,
     pub metrics: PoolMetrics,
+    /// Hold what Slurm offers beyond the outside pods' room, with the scheduler's view of jobs.
+    pub holds: Option<HoldKeeping>,
+}
+
+/// What keeping hold jobs takes: the scheduler's job listing, which shows them, and what it submits
+/// with.
+pub struct HoldKeeping {
+    pub jobs: JobCache,
+    pub slurm: Arc<dyn Slurm>,
+    pub installation: Installation,
+    pub placeholders: Placeholders,
+}
+
+/// How long a Node whose hold job could not be submitted or cancelled waits to try again.
+const HOLD_RETRY: Duration = Duration::from_secs(30);
+
+/// How long the job listing may go unanswered before hold jobs are left as they are.
+const JOBS_PATIENCE: Duration = Duration::from_secs(10);
+
+/// What the auditor remembers between passes.
+#[derive(Default)]
+struct Memory {
+    /// What each Node was last told.
+    said: HashMap<String, (Finding, String)>,
+    /// When the host last submitted or cancelled a hold job on each Node: until a listing begun
+    /// after that shows the result, the Node's hold jobs are not known.
+    acted: HashMap<String, Instant>,
 }
 
 /// Every pod of the cluster, watched from now on: the one cache of them the host's controllers share.
@@ -77,11 +110,11 @@ pub async fn run(client: Client, slurm_nodes: NodeCache, config: Config) -> anyh
         config,
     };
     tracing::info!("pool auditor running");
-    let mut said: HashMap<String, (Finding, String)> = HashMap::new();
+    let mut memory = Memory::default();
     let mut ticker = tokio::time::interval(auditor.config.interval);
     loop {
         ticker.tick().await;
-        auditor.pass(&mut said).await;
+        auditor.pass(&mut memory).await;
     }
 }
 
@@ -97,9 +130,11 @@ struct Auditor {
 }
 
 impl Auditor {
-    /// One look at every Node running a Slurm node; `said` is what each was last told.
-    async fn pass(&self, said: &mut HashMap<String, (Finding, String)>) {
+    /// One look at every Node running a Slurm node.
+    async fn pass(&self, memory: &mut Memory) {
         let Ok(snapshot) = self.slurm_nodes.snapshot() else { return };
+        let hold_listing = self.hold_listing();
+        let holds_by_node = hold_listing.as_ref().map(|(_, jobs)| holds::by_node(jobs));
         let hosts = self.slurmd.kube_nodes();
         if self.config.taint_nodes {
             self.keep_taints(&hosts).await;
@@ -121,27 +156,87 @@ impl Auditor {
             };
             let pods = by_node.get(kube_name.as_str()).map(Vec::as_slice).unwrap_or_default();
             let Some(ledger) = NodeLedger::of(&node, slurm_node, pods, held_by_slurm) else { continue };
+            let hold_jobs = holds_by_node.as_ref().map(|by_node| by_node.get(slurm_name.as_str()));
+            let hold_jobs: &[HoldJob] = hold_jobs.flatten().map(Vec::as_slice).unwrap_or_default();
+            let ledger = ledger.with_holds(Amounts::of_slurm(holds::running(hold_jobs)));
+            if let Some((listed, _)) = &hold_listing
+                && memory.acted.get(kube_name).is_none_or(|acted| acted < listed)
+            {
+                let step = holds::plan(holds::needed(&ledger), slurm_node.flags().is_draining(), hold_jobs);
+                if let Some(step) = step {
+                    let done = self.keep_holds(&node, slurm_node, step).await;
+                    let wait = if done { Duration::ZERO } else { HOLD_RETRY };
+                    memory.acted.insert(kube_name.clone(), Instant::now() + wait);
+                }
+            }
             let finding = ledger.finding();
             self.config.metrics.set(kube_name, &finding);
             let message = ledger.describe(&finding);
-            let before = said.get(kube_name);
+            let before = memory.said.get(kube_name);
             if before.is_some_and(|(found, told)| *found == finding && *told == message) {
                 continue;
             }
             let was_overcommitted = before.is_some_and(|(found, _)| *found != Finding::HeldOnce);
             if self.tell(&node, &finding, &message, was_overcommitted).await {
-                said.insert(kube_name.clone(), (finding, message));
+                memory.said.insert(kube_name.clone(), (finding, message));
             }
         }
         // A set, not a scan of `hosts` per Node: thousands of Nodes, every poll.
         let hosting: BTreeSet<&String> = hosts.values().collect();
-        said.retain(|node, _| {
+        memory.said.retain(|node, _| {
             let kept = hosting.contains(node);
             if !kept {
                 self.config.metrics.forget(node);
             }
             kept
         });
+        memory.acted.retain(|node, _| hosting.contains(node));
+    }
+
+    /// The hold jobs as the scheduler's last listing showed them, and when it began; none when
+    /// hold jobs are not kept, or the listing is not complete or current.
+    fn hold_listing(&self) -> Option<(Instant, Arc<Vec<slurm::Job>>)> {
+        let keeping = self.config.holds.as_ref()?;
+        if keeping.jobs.unreachable(JOBS_PATIENCE).is_some() {
+            return None;
+        }
+        keeping.jobs.hold_jobs()
+    }
+
+    /// Submits or cancels one hold job on the Node, and says so; whether Slurm took it.
+    async fn keep_holds(&self, node: &Node, slurm_node: &slurm::Node, step: HoldStep) -> bool {
+        let Some(keeping) = &self.config.holds else { return false };
+        let kube_node = node.metadata.name.clone().unwrap_or_default();
+        let (outcome, message) = match step {
+            HoldStep::Submit { more } => {
+                let Some(partition) = slurm_node.partitions.first() else { return false };
+                let kind = keeping.placeholders.kind(keeping.slurm.api());
+                let sign = |link| keeping.installation.sign(link);
+                let job = holds::job_description(&slurm_node.name, &kube_node, partition, more, kind, sign);
+                let held = Amounts::of_slurm(more);
+                match keeping.slurm.submit(&job).await {
+                    Ok(job_id) => (Ok(()), format!("hold job {job_id} holds {held} for pods outside Slurm")),
+                    Err(error) => (Err(()), format!("could not submit a hold job for {held}: {error}")),
+                }
+            }
+            HoldStep::Cancel { job_id } => match keeping.slurm.cancel(&job_id).await {
+                Ok(()) => (Ok(()), format!("hold job {job_id} ended: the pods outside Slurm need less")),
+                Err(error) => (Err(()), format!("could not cancel hold job {job_id}: {error}")),
+            },
+        };
+        let reference = node.object_ref(&());
+        match outcome {
+            Ok(()) => {
+                tracing::info!(node = %kube_node, "{message}");
+                self.recorder.publish(&reference, false, "HoldJob", "Hold", message).await;
+                true
+            }
+            Err(()) => {
+                tracing::warn!(node = %kube_node, "{message}");
+                self.recorder.publish(&reference, true, "HoldJobFailed", "Hold", message).await;
+                false
+            }
+        }
     }
 
     /// Taints the Nodes that run Slurm nodes, and untaints those no slurmd pod is left on.

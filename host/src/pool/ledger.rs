@@ -36,7 +36,7 @@ impl Amounts {
         }
     }
 
-    fn of_slurm(resources: slurm::Resources) -> Amounts {
+    pub(super) fn of_slurm(resources: slurm::Resources) -> Amounts {
         Amounts {
             cpu_millis: resources.cpus.saturating_mul(1000),
             memory_bytes: resources.memory_mib.saturating_mul(MIB),
@@ -88,9 +88,11 @@ impl Resource {
 
     fn show(self, amount: u64) -> String {
         match self {
+            Resource::Cpu if amount == 1000 => "1 CPU".to_owned(),
             Resource::Cpu if amount.is_multiple_of(1000) => format!("{} CPUs", amount / 1000),
             Resource::Cpu => format!("{amount}m CPU"),
             Resource::Memory => format!("{} MiB", amount / MIB),
+            Resource::Gpu if amount == 1 => "1 GPU".to_owned(),
             Resource::Gpu => format!("{amount} GPUs"),
         }
     }
@@ -117,6 +119,8 @@ pub struct NodeLedger {
     pub slurm_holds: Amounts,
     /// Pods Slurm does not know of, largest first.
     pub outside: Vec<OutsidePod>,
+    /// What hold jobs hold for those pods in Slurm now (see `super::holds`).
+    pub held_for_outside: Amounts,
 }
 
 /// What the ledger says of a Node.
@@ -168,6 +172,7 @@ impl NodeLedger {
             slurm_offers: Amounts::of_slurm(slurm_node.total()),
             slurm_holds: Amounts::of_slurm(slurm_node.held()),
             outside,
+            held_for_outside: Amounts::default(),
         })
     }
 
@@ -176,17 +181,36 @@ impl NodeLedger {
         self.outside.iter().fold(Amounts::default(), |sum, pod| sum.plus(pod.holds))
     }
 
-    /// Slurm's offer beside the outside pods, against the Node.
+    /// The ledger, with what hold jobs hold in Slurm for the outside pods.
+    pub fn with_holds(self, held_for_outside: Amounts) -> NodeLedger {
+        NodeLedger { held_for_outside, ..self }
+    }
+
+    /// What Slurm offers beyond what the outside pods leave it, before any hold job: what hold jobs
+    /// must hold for them.
+    pub fn beyond_room(&self) -> Amounts {
+        let outside = self.outside_holds();
+        let over = |resource| {
+            let offered = self.slurm_offers.get(resource).saturating_add(outside.get(resource));
+            offered.saturating_sub(self.allocatable.get(resource))
+        };
+        Amounts { cpu_millis: over(Resource::Cpu), memory_bytes: over(Resource::Memory), gpus: over(Resource::Gpu) }
+    }
+
+    /// Slurm's offer beside the outside pods, against the Node. What hold jobs hold is Slurm's no
+    /// more: the outside pods use it.
     pub fn finding(&self) -> Finding {
         let outside = self.outside_holds();
         let mut over = Vec::new();
         let mut colliding = false;
         for resource in Resource::ALL {
             let room = self.allocatable.get(resource);
-            let offered = self.slurm_offers.get(resource).saturating_add(outside.get(resource));
+            let outside = outside.get(resource);
+            let held = self.held_for_outside.get(resource);
+            let offered = self.slurm_offers.get(resource).saturating_add(outside).saturating_sub(held);
             if offered > room {
                 over.push((resource, offered - room));
-                colliding |= self.slurm_holds.get(resource).saturating_add(outside.get(resource)) > room;
+                colliding |= self.slurm_holds.get(resource).saturating_add(outside).saturating_sub(held) > room;
             }
         }
         if over.is_empty() { Finding::HeldOnce } else { Finding::Overcommitted { over, colliding } }
@@ -194,9 +218,14 @@ impl NodeLedger {
 
     /// The finding in words, for the Node's condition and Event.
     pub fn describe(&self, finding: &Finding) -> String {
+        let held = if self.held_for_outside == Amounts::default() {
+            String::new()
+        } else {
+            format!(" (hold jobs keep {} of it for pods outside Slurm)", self.held_for_outside)
+        };
         let Finding::Overcommitted { over, colliding } = finding else {
             return format!(
-                "Slurm node {} offers {} of the Node's {}; pods outside Slurm hold {}",
+                "Slurm node {} offers {}{held} of the Node's {}; pods outside Slurm hold {}",
                 self.slurm_node,
                 self.slurm_offers,
                 self.allocatable,
@@ -212,8 +241,8 @@ impl NodeLedger {
         let over: Vec<String> = over.iter().map(|(resource, amount)| resource.show(*amount)).collect();
         let now = if *colliding { "; its jobs already hold some of it" } else { "" };
         format!(
-            "Slurm node {} offers {} of the Node's {}, but pods outside Slurm hold {}: {}. Slurm may give \
-             away {} they use{now}",
+            "Slurm node {} offers {}{held} of the Node's {}, but pods outside Slurm hold {}: {}. Slurm may \
+             give away {} they use{now}",
             self.slurm_node,
             self.slurm_offers,
             self.allocatable,

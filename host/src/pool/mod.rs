@@ -1,14 +1,15 @@
 //! One pool, held once: every CPU, byte and GPU of a Node that runs a Slurm node is held by exactly
 //! one party, a Slurm job (sunk's pods hold theirs through their placeholders) or a pod outside
 //! Slurm. The ledger draws both views of a Node (`ledger`, pure); the auditor compares them on every
-//! poll and says where they disagree (`auditor`). Nodes that run Slurm nodes are tainted against other
-//! schedulers (`taints`).
+//! poll and says where they disagree (`auditor`); hold jobs hold in Slurm what pods outside it use
+//! (`holds`, pure). Nodes that run Slurm nodes are tainted against other schedulers (`taints`).
 
 mod auditor;
+mod holds;
 mod ledger;
 mod metrics;
 mod taints;
 
-pub use auditor::{CONDITION, Config, run, watch_every_pod};
+pub use auditor::{CONDITION, Config, HoldKeeping, run, watch_every_pod};
 pub use ledger::{Amounts, Finding, NodeLedger, OutsidePod, Resource};
 pub use metrics::PoolMetrics;

@@ -32,8 +32,10 @@ pub struct Placeholder {
 struct State {
     /// Placeholders by pod UID. Normally one; more only if something went wrong before.
     by_pod: HashMap<String, Vec<Placeholder>>,
-    /// Every job that holds nodes now, sunk's or not (what preemption chooses among).
+    /// Every job that holds nodes now, sunk's or not (what preemption chooses among), hold jobs aside.
     holding: Arc<Vec<Job>>,
+    /// This installation's hold jobs that have not ended (see `pool::holds`).
+    holds: Arc<Vec<Job>>,
     /// Jobs submitted by this host since the listing that is about to replace the cache began.
     submitted: Vec<(Instant, Placeholder)>,
     /// Jobs this host cancelled since that listing began: a listing that began before a cancellation
@@ -167,6 +169,13 @@ impl JobCache {
         self.read().holding.clone()
     }
 
+    /// The hold jobs that have not ended, as the last complete listing showed them, and when that
+    /// listing began; none before the first.
+    pub fn hold_jobs(&self) -> Option<(Instant, Arc<Vec<Job>>)> {
+        let state = self.read();
+        Some((state.listing_began?, state.holds.clone()))
+    }
+
     /// Remembers a job this host just submitted, so that it is known before Slurm lists it.
     pub fn record_submitted(&self, pod: PodKey, job_id: u32, submitted: &JobDescription) {
         let job = Job {
@@ -237,6 +246,10 @@ impl JobCache {
         // Another installation's placeholders are neither ours to bind or cancel nor candidates for
         // our preemption: its pods, PodDisruptionBudgets and grace periods are out of our sight.
         jobs.retain(|job| !self.installation.is_foreign(&job.admin_comment));
+        // A hold job is no placeholder, and never a victim: pods outside Slurm use what it holds.
+        let (holds, jobs): (Vec<Job>, Vec<Job>) =
+            jobs.into_iter().partition(|job| super::link::held_node(&job.admin_comment).is_some());
+        let holds: Vec<Job> = holds.into_iter().filter(|job| job.state() != JobState::Ended).collect();
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
         let holding: Vec<Job> = jobs.iter().filter(|job| job.holds_nodes()).cloned().collect();
         for job in jobs {
@@ -282,6 +295,7 @@ impl JobCache {
         changed.extend(touched);
         state.by_pod = by_pod;
         state.holding = holding;
+        state.holds = Arc::new(holds);
         state.listed = true;
         state.listing_began = Some(began);
         if last_update > 0 {

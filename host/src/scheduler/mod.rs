@@ -48,10 +48,14 @@ use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
 pub use job_cache::{JobCache, Placeholder};
-pub use link::{PodKey, is_refused_attempt, linked, linked_pods};
+/// How a hold job of the pool is known, and what it is made of.
+pub use link::held_node;
+pub(crate) use link::hold_link;
+pub use link::{Installation, PodKey, is_refused_attempt, linked, linked_pods};
 pub use metrics::SchedulerMetrics;
 /// How the kubelet counts a pod, for the pool's ledger.
 pub(crate) use node_room::is_counted;
+pub(crate) use placeholder::holder;
 pub use placeholder::{PlaceholderKind, Placeholders};
 pub(crate) use pod_record::kubelet_counts;
 pub use pod_record::pod_record;
@@ -64,7 +68,6 @@ use crate::policy::{self, Policies, PolicyError};
 use crate::slurm::{NodeCache, Slurm, SlurmError};
 use crate::tenancy::Tenancy;
 use grants::Grants;
-use link::Installation;
 use placement::Placement;
 
 /// Passes over pods under way at once, at most. Enough for a burst to fill a few job arrays in one
@@ -101,6 +104,10 @@ pub struct Config {
     /// Every pod of the cluster, when the host reads them (the pool audit does): what pod
     /// (anti-)affinity and topology spread are about.
     pub every_pod: Option<reflector::Store<WatchedPod>>,
+    /// Whose placeholders are this scheduler's ([`installation`]).
+    pub installation: Installation,
+    /// The view of Slurm's jobs this scheduler polls, which the pool's hold jobs are read from too.
+    pub jobs: JobCache,
 }
 
 /// Everything a reconcile needs.
@@ -159,6 +166,11 @@ pub enum Error {
     SharedSlurm(Arc<SlurmError>),
 }
 
+/// The installation a scheduler named `scheduler_name` is in this cluster.
+pub async fn installation(client: &Client, scheduler_name: &str) -> anyhow::Result<Installation> {
+    Ok(Installation::new(scheduler_name, &cluster_uid(client).await?))
+}
+
 /// The UID of the cluster's `kube-system` namespace: what tells one cluster's installations from
 /// another's on a shared Slurm.
 async fn cluster_uid(client: &Client) -> anyhow::Result<String> {
@@ -195,8 +207,7 @@ pub async fn run(
     slurmd_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of slurmd pods ended"))?;
     nodes_store.wait_until_ready().await.map_err(|_| anyhow::anyhow!("the watch of Nodes ended"))?;
 
-    let installation = Installation::new(&config.scheduler_name, &cluster_uid(&client).await?);
-    let jobs = JobCache::new(installation.clone());
+    let (installation, jobs) = (config.installation, config.jobs);
     let (changed_tx, changed_rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(job_cache::poll(jobs.clone(), slurm.clone(), config.poll_interval, changed_tx.clone()));
 

@@ -6,8 +6,8 @@ use super::link::{Installation, PodKey};
 use crate::policy::{Exclusive as PolicyExclusive, JobRequest};
 use crate::slurm::{ApiVersion, Exclusive, JobDescription, JobFlag, NoValue};
 
-/// Placeholders sleep until cancelled: the pod, not the job, does the work.
-const SCRIPT: &str = "#!/bin/sh\n# sunk placeholder: holds this allocation for a Kubernetes pod\nexec sleep infinity\n";
+/// Placeholders and hold jobs sleep until cancelled: pods, not the job, do the work.
+const SCRIPT: &str = "#!/bin/sh\n# sunk: holds this allocation for Kubernetes pods\nexec sleep infinity\n";
 
 const DISCARD: &str = "/dev/null";
 
@@ -57,22 +57,8 @@ pub fn job_description(
     kind: PlaceholderKind,
     installation: &Installation,
 ) -> JobDescription {
-    let (script, flags) = match kind {
-        PlaceholderKind::Batch => (SCRIPT.into(), Vec::new()),
-        PlaceholderKind::External => (String::new(), vec![JobFlag::External]),
-    };
     JobDescription {
-        name: format!("{}/{}", pod.namespace, pod.name),
-        script,
-        flags,
-        immediate: None,
         current_working_directory: request.current_working_directory.unwrap_or_else(|| "/tmp".into()),
-        environment: vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()],
-        // A placeholder prints nothing worth keeping, and a file in its working directory would be
-        // written as whoever it runs as.
-        standard_output: Some(DISCARD.into()),
-        standard_error: Some(DISCARD.into()),
-        admin_comment: Some(installation.sign(pod.link())),
         comment: request.comment,
         partition: request.partition,
         account: request.account,
@@ -102,7 +88,31 @@ pub fn job_description(
         tasks_per_node: None,
         memory_per_node: NoValue::of(request.memory_mib.max(1)),
         tres_per_node: request.tres_per_node,
-        array: None,
+        ..holder(kind, format!("{}/{}", pod.namespace, pod.name), installation.sign(pod.link()))
+    }
+}
+
+/// A job that holds what Slurm gives it and does nothing with it, as `kind` makes it: a placeholder,
+/// or a hold job (`pool::holds`). Its size and place are the caller's.
+pub fn holder(kind: PlaceholderKind, name: String, admin_comment: String) -> JobDescription {
+    let (script, flags) = match kind {
+        PlaceholderKind::Batch => (SCRIPT.into(), Vec::new()),
+        PlaceholderKind::External => (String::new(), vec![JobFlag::External]),
+    };
+    JobDescription {
+        name,
+        script,
+        flags,
+        current_working_directory: "/tmp".into(),
+        environment: vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()],
+        // It prints nothing worth keeping, and a file in its working directory would be written as
+        // whoever it runs as.
+        standard_output: Some(DISCARD.into()),
+        standard_error: Some(DISCARD.into()),
+        admin_comment: Some(admin_comment),
+        cpus_per_task: 1,
+        memory_per_node: NoValue::of(1),
+        ..JobDescription::default()
     }
 }
 

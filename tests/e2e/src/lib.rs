@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use sunk::scheduler::linked_pods;
-use sunk::slurm::{Job, JobsPage, SlurmClient, TokenSigner};
+use sunk::slurm::{Job, JobState, JobsPage, SlurmClient, TokenSigner};
 
 mod components;
 pub mod figures;
@@ -524,7 +524,9 @@ async fn cleanup(namespace: &str) -> anyhow::Result<()> {
     }
     if let JobsPage::All { jobs, .. } = slurm.jobs(None).await? {
         for job in jobs {
-            if linked_pods(&job).iter().any(|pod| pod.namespace == namespace) {
+            // A hold job (a test's pool host's) holds for pods this cleanup just deleted.
+            let hold = sunk::scheduler::held_node(&job.admin_comment).is_some() && job.state() != JobState::Ended;
+            if hold || linked_pods(&job).iter().any(|pod| pod.namespace == namespace) {
                 slurm.cancel(job.job_id).await?;
             }
         }

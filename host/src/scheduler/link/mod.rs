@@ -1,16 +1,19 @@
 //! How a Slurm job names the pods it stands for, in its `admin_comment` (only Slurm administrators
 //! can change it), so the host re-associates pods and jobs after any restart without state of its
 //! own: one pod (`sunk.dev/pod=`), a gang's members ([`GangLink`]) or an array's tasks
-//! ([`ArrayLink`]), and the marks appended to a link. A leaf: it knows jobs and pods by name only.
+//! ([`ArrayLink`]), the node a hold job holds for pods outside Slurm ([`hold_link`]), and the marks
+//! appended to a link. A leaf: it knows jobs and pods by name only.
 
 mod array;
 mod gang;
+mod hold;
 mod installation;
 #[cfg(test)]
 mod properties;
 
 pub use array::ArrayLink;
 pub use gang::GangLink;
+pub use hold::{held_node, hold_link};
 pub use installation::Installation;
 
 use crate::vocabulary::{ATTEMPT_MARK, POD_LINK, REPLACED_MARK};
