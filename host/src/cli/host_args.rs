@@ -132,6 +132,11 @@ pub struct HostArgs {
     /// job or sunk pod is given it. `--hold-outside-pods=false` only reports it.
     #[arg(long, env = "SUNK_HOLD_OUTSIDE_PODS", default_value_t = true, action = clap::ArgAction::Set)]
     pub(super) hold_outside_pods: bool,
+    /// With the pool audit: the ConfigMap (`[namespace/]name`, the host's namespace by default) whose
+    /// keys it keeps as the Nodes that run slurmd, for the chart's admission policy that refuses pods
+    /// created on them by name.
+    #[arg(long, env = "SUNK_SLURM_NODES_CONFIGMAP")]
+    pub(super) slurm_nodes_configmap: Option<String>,
     /// Node condition types, besides `Ready`, whose state the drain policy is shown (node-problem-
     /// detector style, e.g. `GpuUnhealthy,KernelDeadlock`). Comma-separated or repeated.
     #[arg(long = "drain-conditions", env = "SUNK_DRAIN_CONDITIONS", value_delimiter = ',')]

@@ -225,6 +225,10 @@ impl Parts {
                 interval: poll_interval,
                 metrics: metrics.pool.clone(),
                 holds,
+                node_list: args.slurm_nodes_configmap.as_deref().map(|list| match list.split_once('/') {
+                    Some((namespace, name)) => crate::pool::NodeList { namespace: namespace.into(), name: name.into() },
+                    None => crate::pool::NodeList { namespace: own_namespace(), name: list.into() },
+                }),
             };
             controllers.push(crate::pool::run(client.clone(), slurm_nodes.clone(), config).boxed());
         }

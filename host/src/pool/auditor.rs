@@ -22,6 +22,7 @@ use serde_json::json;
 use super::holds::{self, HoldJob, HoldStep};
 use super::ledger::{Amounts, Finding, NodeLedger};
 use super::metrics::PoolMetrics;
+use super::node_list::NodeList;
 use super::taints::{self, TaintStep, taint_steps};
 use crate::kube::EventRecorder;
 use crate::scheduler::{
@@ -46,6 +47,8 @@ pub struct Config {
     pub metrics: PoolMetrics,
     /// Hold what Slurm offers beyond the outside pods' room, with the scheduler's view of jobs.
     pub holds: Option<HoldKeeping>,
+    /// Name the Nodes that run slurmd for the admission policy ([`super::node_list`]).
+    pub node_list: Option<NodeList>,
 }
 
 /// What keeping hold jobs takes: the scheduler's job listing, which shows them, and what it submits
@@ -71,6 +74,8 @@ struct Memory {
     /// When the host last submitted or cancelled a hold job on each Node: until a listing begun
     /// after that shows the result, the Node's hold jobs are not known.
     acted: HashMap<String, Instant>,
+    /// The Nodes last written to the admission policy's list.
+    listed: Option<BTreeSet<String>>,
 }
 
 /// Every pod of the cluster, watched from now on: the one cache of them the host's controllers share.
@@ -138,6 +143,9 @@ impl Auditor {
         let hosts = self.slurmd.kube_nodes();
         if self.config.taint_nodes {
             self.keep_taints(&hosts).await;
+        }
+        if let Some(list) = &self.config.node_list {
+            self.keep_node_list(list, &hosts, &mut memory.listed).await;
         }
         let all_pods = self.pods.state();
         let mut by_node: HashMap<&str, Vec<&WatchedPod>> = HashMap::new();
@@ -235,6 +243,29 @@ impl Auditor {
                 tracing::warn!(node = %kube_node, "{message}");
                 self.recorder.publish(&reference, true, "HoldJobFailed", "Hold", message).await;
                 false
+            }
+        }
+    }
+
+    /// Names the Nodes that run a slurmd pod (believed yet or not) in the admission policy's list.
+    async fn keep_node_list(
+        &self,
+        list: &NodeList,
+        hosts: &HashMap<String, String>,
+        listed: &mut Option<BTreeSet<String>>,
+    ) {
+        let mut nodes: BTreeSet<String> = hosts.values().cloned().collect();
+        nodes.extend(self.slurmd_pods.state().iter().filter_map(|pod| pod.spec.as_ref()?.node_name.clone()));
+        if listed.as_ref() == Some(&nodes) {
+            return;
+        }
+        match list.write(&self.client, &nodes).await {
+            Ok(()) => {
+                tracing::info!(configmap = %list.name, nodes = nodes.len(), "Slurm Nodes named for admission");
+                *listed = Some(nodes);
+            }
+            Err(error) => {
+                tracing::warn!(configmap = %list.name, %error, "could not name the Slurm Nodes for admission")
             }
         }
     }

@@ -2,14 +2,17 @@
 //! one party, a Slurm job (sunk's pods hold theirs through their placeholders) or a pod outside
 //! Slurm. The ledger draws both views of a Node (`ledger`, pure); the auditor compares them on every
 //! poll and says where they disagree (`auditor`); hold jobs hold in Slurm what pods outside it use
-//! (`holds`, pure). Nodes that run Slurm nodes are tainted against other schedulers (`taints`).
+//! (`holds`, pure). Nodes that run Slurm nodes are tainted against other schedulers (`taints`) and
+//! named for the chart's admission policy (`node_list`).
 
 mod auditor;
 mod holds;
 mod ledger;
 mod metrics;
+mod node_list;
 mod taints;
 
 pub use auditor::{CONDITION, Config, HoldKeeping, run, watch_every_pod};
 pub use ledger::{Amounts, Finding, NodeLedger, OutsidePod, Resource};
 pub use metrics::PoolMetrics;
+pub use node_list::NodeList;

@@ -38,8 +38,9 @@ async fn the_chart_runs_the_host_in_a_pod_that_schedules_through_slurm() -> anyh
     Ok(())
 }
 
-/// The chart's admission policy: in a namespace it does not allow, a pod tolerating the Slurm Node
-/// taint is refused, naming the field, unless sunk's scheduler places it.
+/// The chart's admission policies: in a namespace they do not allow, a pod tolerating the Slurm Node
+/// taint is refused, naming the field, unless sunk's scheduler places it; and so is a pod created on
+/// a Slurm Node by name, whatever its scheduler.
 async fn only_sunk_may_place_pods_tolerating_the_slurm_node_taint(cluster: &Cluster) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::{Namespace, Pod};
     use kube::api::{Api, DeleteParams, PostParams};
@@ -67,7 +68,23 @@ async fn only_sunk_may_place_pods_tolerating_the_slurm_node_taint(cluster: &Clus
     })
     .await;
     let through_slurm = pods.create(&PostParams::default(), &tolerating("through-slurm", sunk_e2e::SCHEDULER)?).await;
+    // Named once the host has listed the Nodes that run slurmd (kube-node-1 and -2 here).
+    let by_name = sunk_e2e::wait_for("a pod on a Slurm Node by name refused", Duration::from_secs(60), || async {
+        let mut named = pod("by-name", "100m", "64Mi");
+        named["metadata"]["namespace"] = other.clone().into();
+        named["spec"]["nodeName"] = "kube-node-1".into();
+        match pods.create(&PostParams::default(), &serde_json::from_value(named).ok()?).await {
+            Ok(_) => {
+                let _ = pods.delete("by-name", &DeleteParams::default().grace_period(0)).await;
+                None
+            }
+            Err(error) => Some(error.to_string()),
+        }
+    })
+    .await;
     let _ = namespaces.delete(&other, &DeleteParams::default()).await;
+    let by_name = by_name?;
+    assert!(by_name.contains("spec.nodeName: kube-node-1 runs a Slurm node"), "{by_name}");
     let refused = refused?;
     assert!(refused.contains("spec.tolerations") && refused.contains("sunk.dev/slurm-node"), "{refused}");
     through_slurm.map_err(|error| anyhow::anyhow!("a pod sunk places may tolerate the taint: {error}"))?;
