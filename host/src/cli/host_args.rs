@@ -122,6 +122,12 @@ pub struct HostArgs {
     /// condition, an Event naming the pods). Needs to read every pod. `--pool-audit=false` turns it off.
     #[arg(long, env = "SUNK_POOL_AUDIT", default_value_t = true, action = clap::ArgAction::Set)]
     pub(super) pool_audit: bool,
+    /// Reads PersistentVolumeClaims (in the scheduler's namespaces), PersistentVolumes and
+    /// StorageClasses, so that a pod goes only to Nodes its claimed volumes can be mounted on (a
+    /// volume's node affinity and zone labels). `--volume-topology=false` reads none: a pod that
+    /// mounts a claim then waits `Unsupported`.
+    #[arg(long, env = "SUNK_VOLUME_TOPOLOGY", default_value_t = true, action = clap::ArgAction::Set)]
+    pub(super) volume_topology: bool,
     /// With the pool audit: taints every Node that runs a Slurm node `sunk.dev/slurm-node:NoSchedule`,
     /// so that kube-scheduler places there only pods that tolerate it; sunk's pods need not.
     /// `--taint-slurm-nodes=false` turns it off.

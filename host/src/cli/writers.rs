@@ -264,6 +264,7 @@ impl Parts {
                 every_pod,
                 installation,
                 jobs,
+                volume_topology: args.volume_topology,
             };
             controllers.push(scheduler::run(client, slurm, slurm_nodes, policies, config).boxed());
         }

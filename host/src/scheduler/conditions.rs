@@ -43,6 +43,9 @@ pub enum WaitReason {
     PreviousPodLeaving,
     /// The pod carries a placement rule sunk cannot honour (named): its owner must change it.
     Unsupported,
+    /// A claimed volume is not ready for the pod (its claim missing or not bound yet): it waits for
+    /// it, as kube-scheduler's pods do; no more capacity would change that.
+    VolumeNotReady,
     /// The pod's group does not have all its pods yet: no job is asked for until it has.
     GroupIncomplete,
     /// The group's size cannot be read (bad input: its owner must fix it).
@@ -71,15 +74,17 @@ impl WaitReason {
             WaitReason::GroupInvalid => "PodGroupInvalid",
             WaitReason::GroupFull => "PodGroupFull",
             WaitReason::Unsupported => "Unsupported",
+            WaitReason::VolumeNotReady => "VolumeNotReady",
         }
     }
 
     /// What an attempt that ends here is counted as in `sunk_scheduler_schedule_attempts_total`.
     pub fn attempt_result(self) -> AttemptResult {
         match self {
-            WaitReason::Unschedulable | WaitReason::SlurmJobPending | WaitReason::PreviousPodLeaving => {
-                AttemptResult::unschedulable
-            }
+            WaitReason::Unschedulable
+            | WaitReason::SlurmJobPending
+            | WaitReason::PreviousPodLeaving
+            | WaitReason::VolumeNotReady => AttemptResult::unschedulable,
             WaitReason::PolicyRejected
             | WaitReason::NotGranted
             | WaitReason::SlurmRejected
@@ -164,6 +169,7 @@ mod tests {
             (WaitReason::GroupIncomplete, "PodGroupIncomplete", AttemptResult::waiting_for_group),
             (WaitReason::GroupFull, "PodGroupFull", AttemptResult::waiting_for_group),
             (WaitReason::SlurmUnreachable, "SlurmUnreachable", AttemptResult::error),
+            (WaitReason::VolumeNotReady, "VolumeNotReady", AttemptResult::unschedulable),
         ];
         for (reason, condition, counted) in cases {
             assert_eq!((reason.condition_reason(), reason.attempt_result()), (condition, counted), "{reason:?}");

@@ -35,6 +35,8 @@ mod slurmd_pods;
 mod submit;
 mod timing;
 mod topology_spread;
+mod volume_stores;
+mod volume_topology;
 mod watched_pod;
 
 use std::sync::Arc;
@@ -108,6 +110,9 @@ pub struct Config {
     pub installation: Installation,
     /// The view of Slurm's jobs this scheduler polls, which the pool's hold jobs are read from too.
     pub jobs: JobCache,
+    /// Read PersistentVolumeClaims, PersistentVolumes and StorageClasses: where a pod's claimed
+    /// volumes can be mounted (`volume_topology`).
+    pub volume_topology: bool,
 }
 
 /// Everything a reconcile needs.
@@ -144,6 +149,8 @@ pub struct Context {
     /// Every pod of the cluster (see [`Config::every_pod`]), and whether one refuses others.
     pub every_pod: Option<reflector::Store<WatchedPod>>,
     pub refusers: pod_rules::Refusers,
+    /// The claims, volumes and classes, when the host reads them (see [`Config::volume_topology`]).
+    pub volumes: Option<volume_stores::VolumeStores>,
 }
 
 impl Context {
@@ -241,6 +248,9 @@ pub async fn run(
     if let Some(every_pod) = &config.every_pod {
         tokio::spawn(refusers.clone().watch(every_pod.clone(), config.poll_interval));
     }
+    let volumes = config
+        .volume_topology
+        .then(|| volume_stores::VolumeStores::watch(&client, &config.scope, controller.store(), changed_tx.clone()));
     let ctx = Arc::new(Context {
         writer: PodWriter::new(client.clone(), &config.scheduler_name).evicting_with(config.evictions),
         client,
@@ -265,7 +275,12 @@ pub async fn run(
         decide_again: changed_tx,
         refusers: refusers.clone(),
         every_pod: config.every_pod.clone(),
+        volumes: volumes.clone(),
     });
+    // Fail closed, as for Nodes: a claim not listed yet would read as missing.
+    if let Some(volumes) = &volumes {
+        volumes.wait_until_ready().await?;
+    }
     tracing::info!(scheduler = %config.scheduler_name, namespaces = %config.scope.describe(), "pod scheduler running");
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)

@@ -1,8 +1,10 @@
 //! The pod-level placement rules in Slurm's terms: required pod (anti-)affinity and topology spread
-//! judged against every pod where it runs (`pod_affinity`), the Nodes they refuse made Slurm nodes the
-//! placeholder must not run on. They need every pod of the cluster, not only sunk's: the host reads
-//! them when it audits the pool (`--pool-audit`, the chart's default); without that read a pod with
-//! such a rule waits `Unsupported`, never placed as if it had none.
+//! judged against every pod where it runs (`pod_affinity`), and the reach of the pod's claimed
+//! volumes (`volume_topology`); the Nodes they refuse made Slurm nodes the placeholder must not run
+//! on. Pod rules need every pod of the cluster, not only sunk's: the host reads them when it audits
+//! the pool (`--pool-audit`, the chart's default); volumes need the claims and volumes, which it reads
+//! with `--volume-topology`. Without that read a pod with such a rule or claim waits `Unsupported`,
+//! never placed as if it had none.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,19 +12,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::Context;
+use super::conditions::WaitReason;
 use super::placement::Verdict;
 use super::pod_affinity::{Neighbourhood, PodRules, judge};
+use super::volume_topology::{self, VolumeReach};
 use crate::scheduler::watched_pod::WatchedPod;
 use crate::slurm::expand_hostlist;
 
 /// Where a pod may go once its pod-level rules are counted.
 pub enum PodPlacement {
     Verdict(Arc<Verdict>),
+    /// The pod may go nowhere yet: why, and what its condition says.
+    Waits(WaitReason, String),
+}
+
+impl PodPlacement {
     /// A rule the host cannot honour: the field and why.
-    Unsupported(String),
+    fn unsupported(why: String) -> Self {
+        PodPlacement::Waits(WaitReason::Unsupported, format!("a placement rule sunk cannot honour: {why}"))
+    }
+
+    /// A claimed volume not ready for the pod yet (its claim missing or not bound): the field and why.
+    fn volume_not_ready(why: String) -> Self {
+        PodPlacement::Waits(WaitReason::VolumeNotReady, format!("waiting for a volume: {why}"))
+    }
 }
 
 /// Whether any pod of the cluster carries a required pod anti-affinity (which may refuse any other
@@ -82,13 +98,17 @@ pub fn apply(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context) -> PodPlace
 /// [`apply`], counting the unbound pods whose placeholders Slurm started before job `before` only:
 /// two pods Slurm put together against their rules must not both give way.
 fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -> PodPlacement {
+    let verdict = match within_volume_reach(verdict, pod, ctx) {
+        Ok(verdict) => verdict,
+        Err(waits) => return waits,
+    };
     let rule = first_rule(pod);
     if rule.is_none() && !ctx.refusers.any() {
         return PodPlacement::Verdict(verdict);
     }
     let Some(every_pod) = &ctx.every_pod else {
         return match rule {
-            Some(field) => PodPlacement::Unsupported(format!(
+            Some(field) => PodPlacement::unsupported(format!(
                 "{field}: this host reads only the pods it schedules (--pool-audit=false), not the pods the \
                  rule is about"
             )),
@@ -96,7 +116,7 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
         };
     };
     if !ctx.grants.knows_namespace_labels() && selects_namespaces(pod) {
-        return PodPlacement::Unsupported(
+        return PodPlacement::unsupported(
             "namespaceSelector of a pod (anti-)affinity term: this host watches namespaces' labels only when a \
              tenancy grant selects namespaces by label"
                 .into(),
@@ -125,7 +145,7 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
     }
     let namespace_labels = |namespace: &str| ctx.grants.namespace_labels(namespace);
     match judge(pod, &neighbourhood, namespace_labels) {
-        PodRules::Unsupported { field, why } => PodPlacement::Unsupported(format!("{field}: {why}")),
+        PodRules::Unsupported { field, why } => PodPlacement::unsupported(format!("{field}: {why}")),
         PodRules::Honoured { excluded, .. } if excluded.is_empty() => PodPlacement::Verdict(verdict),
         PodRules::Honoured { excluded, .. } => {
             let refused: BTreeMap<String, String> = kube_node_of
@@ -138,6 +158,39 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
             PodPlacement::Verdict(Arc::new(excluding(&verdict, refused)))
         }
     }
+}
+
+/// `verdict` without the Slurm nodes whose Kubernetes Nodes cannot mount the pod's claimed volumes,
+/// or why the pod cannot be placed by them yet.
+fn within_volume_reach(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context) -> Result<Arc<Verdict>, PodPlacement> {
+    let Some(volumes) = &ctx.volumes else {
+        return match volume_topology::first_claim(pod) {
+            Some(field) => Err(PodPlacement::unsupported(format!(
+                "{field}: this host does not read PersistentVolumeClaims (--volume-topology=false), so it cannot \
+                 tell which Nodes the volume reaches"
+            ))),
+            None => Ok(verdict),
+        };
+    };
+    let limits = match volume_topology::reach(pod, volumes) {
+        VolumeReach::Anywhere => return Ok(verdict),
+        VolumeReach::OnlyWhere(limits) => limits,
+        VolumeReach::NotReady { field, why } => return Err(PodPlacement::volume_not_ready(format!("{field}: {why}"))),
+        VolumeReach::Unsupported { field, why } => return Err(PodPlacement::unsupported(format!("{field}: {why}"))),
+    };
+    let kube_node_of = ctx.slurmd.kube_nodes();
+    // Only the nodes still eligible: one excluded already keeps its first reason.
+    let refused: BTreeMap<String, String> = verdict
+        .eligible
+        .iter()
+        .filter_map(|slurm| {
+            let kube = kube_node_of.get(slurm)?;
+            let node = ctx.placement.nodes.get(&ObjectRef::new(kube))?;
+            let conflict = limits.iter().find_map(|limit| limit.conflict(&node))?;
+            Some((slurm.clone(), format!("Kubernetes Node {kube}: {conflict}")))
+        })
+        .collect();
+    Ok(if refused.is_empty() { verdict } else { Arc::new(excluding(&verdict, refused)) })
 }
 
 /// `verdict` with `refused` Slurm nodes excluded too (a node excluded already keeps its first reason).
@@ -157,7 +210,7 @@ pub fn refusal(pod: &WatchedPod, slurm_node: &str, job_id: u32, ctx: &Context) -
         Arc::new(Verdict { excluded: BTreeMap::new(), eligible: std::iter::once(slurm_node.to_owned()).collect() });
     match judged(verdict, pod, ctx, job_id) {
         PodPlacement::Verdict(verdict) => verdict.excluded.get(slurm_node).cloned(),
-        PodPlacement::Unsupported(why) => Some(why),
+        PodPlacement::Waits(_, why) => Some(why),
     }
 }
 

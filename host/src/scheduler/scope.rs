@@ -3,13 +3,16 @@
 //! orphans.
 
 use std::collections::BTreeSet;
+use std::fmt::Debug;
 
 use crate::scheduler::watched_pod::WatchedPod;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use kube::core::NamespaceResourceScope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
 
 /// All namespaces, or a set of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,12 +37,27 @@ impl Scope {
         client: Client,
         config: watcher::Config,
     ) -> BoxStream<'static, watcher::Result<Event<WatchedPod>>> {
-        let pods = match &self.0 {
+        self.watch(client, config)
+    }
+
+    /// The objects of kind `K` in these namespaces, as one watch (as [`Self::watch_pods`]).
+    pub fn watch<K>(&self, client: Client, config: watcher::Config) -> BoxStream<'static, watcher::Result<Event<K>>>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Default
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let objects = match &self.0 {
             None => Api::all(client),
             Some(set) if set.len() > 1 => return crate::kube::watch_namespaces(client, set, config),
             Some(set) => Api::namespaced(client, set.first().map(String::as_str).unwrap_or_default()),
         };
-        watcher::watcher(pods, config).default_backoff().boxed()
+        watcher::watcher(objects, config).default_backoff().boxed()
     }
 
     pub fn describe(&self) -> String {

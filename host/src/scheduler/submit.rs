@@ -275,16 +275,16 @@ async fn decide(pod: &WatchedPod, ctx: &Context) -> Result<Mapped, PolicyError> 
 async fn placement(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, Arc<Verdict>>, Error> {
     let verdict = ctx.placement.verdict(pod_spec(pod)).map(|verdict| pod_rules::apply(verdict, pod, ctx));
     match verdict {
-        Ok(PodPlacement::Unsupported(why)) => {
-            let message = format!("a placement rule sunk cannot honour: {why}");
-            conditions::failing(ctx, pod, WaitReason::Unsupported, &message, "FailedScheduling").await?;
-            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
-        }
         Ok(PodPlacement::Verdict(verdict)) if !verdict.eligible.is_empty() => Ok(ControlFlow::Continue(verdict)),
         Ok(PodPlacement::Verdict(verdict)) => {
             let message = verdict.nothing_fits();
             conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
+            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
+        }
+        // A claim bound meanwhile brings the pod back at once (`volume_stores`).
+        Ok(PodPlacement::Waits(reason, message)) => {
+            conditions::failing(ctx, pod, reason, &message, "FailedScheduling").await?;
             Ok(ControlFlow::Break(Action::requeue(RECHECK)))
         }
         Err(unreadable) => {

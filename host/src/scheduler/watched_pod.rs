@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerState, Pod, PodCondition, ResourceRequirements, Toleration, TopologySpreadConstraint,
+    Affinity, ContainerState, PersistentVolumeClaimVolumeSource, Pod, PodCondition, ResourceRequirements, Toleration,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -45,7 +46,26 @@ pub struct PodNeeds {
     pub priority: Option<i32>,
     pub preemption_policy: Option<String>,
     pub termination_grace_period_seconds: Option<i64>,
+    /// The pod's volumes, kept for the claims among them: where a claim's volume can be mounted
+    /// limits where the pod may run (`volume_topology`).
+    pub volumes: Option<Vec<VolumeNeeds>>,
 }
+
+/// A volume's name and, when it is a claim, which one.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeNeeds {
+    #[serde(default)]
+    pub name: String,
+    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+    /// A generic ephemeral volume: its claim, `<pod>-<volume>`, is made for the pod. Only that it is
+    /// one is kept, not the claim's template.
+    pub ephemeral: Option<Ephemeral>,
+}
+
+/// That a volume is a generic ephemeral one (any content is dropped as it is read).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct Ephemeral {}
 
 /// A container's name and what it asks for.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -137,7 +157,11 @@ mod tests {
             },
             "spec": {
                 "schedulerName": "sunk",
-                "volumes": [{"name": "token", "projected": {"sources": []}}],
+                "volumes": [
+                    {"name": "token", "projected": {"sources": []}},
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}
+                ],
                 "nodeSelector": {"disk": "ssd"},
                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
                 "topologySpreadConstraints": [{
@@ -176,6 +200,12 @@ mod tests {
         assert_eq!(watched.metadata.managed_fields, None);
         let spread = watched.spec.as_ref().and_then(|spec| spec.topology_spread_constraints.as_deref());
         assert_eq!(spread.map(|constraints| constraints[0].max_skew), Some(1));
+        let volumes = watched.spec.as_ref().and_then(|spec| spec.volumes.as_deref()).unwrap_or_default();
+        let claim = volumes[1].persistent_volume_claim.as_ref().map(|claim| claim.claim_name.as_str());
+        assert_eq!(
+            (claim, volumes[2].ephemeral.is_some(), volumes[0].ephemeral.is_some()),
+            (Some("data-0"), true, false)
+        );
     }
 
     #[test]

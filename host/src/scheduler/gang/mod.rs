@@ -106,10 +106,9 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
     };
     let verdict = match gang_verdict(chosen, ctx) {
         Some(Ok(verdict)) => verdict,
-        Some(Err(why)) => {
-            let message =
-                format!("a member of pod group {} has a placement rule sunk cannot honour: {why}", group.name);
-            return group_waits(ctx, pod, chosen, &mut last_wait, WaitReason::Unsupported, message).await;
+        Some(Err((reason, why))) => {
+            let message = format!("a member of pod group {} waits: {why}", group.name);
+            return group_waits(ctx, pod, chosen, &mut last_wait, reason, message).await;
         }
         None => return Ok(Action::requeue(RETRY)),
     };
@@ -274,14 +273,16 @@ fn record_wait(last_wait: &mut GroupWait, reason: WaitReason, message: String) -
 }
 
 /// The nodes every member may use: exclusions of all members joined (none while Slurm's nodes cannot
-/// be read), or the rule of a member sunk cannot honour.
-fn gang_verdict(members: &[Arc<WatchedPod>], ctx: &Context) -> Option<Result<Verdict, String>> {
+/// be read), or what a member waits for (a rule sunk cannot honour, a volume not ready).
+fn gang_verdict(members: &[Arc<WatchedPod>], ctx: &Context) -> Option<Result<Verdict, (WaitReason, String)>> {
     let mut verdict: Option<Verdict> = None;
     for member in members {
         let spec = member.spec.as_ref()?;
         let next = match pod_rules::apply(ctx.placement.verdict(spec).ok()?, member, ctx) {
             PodPlacement::Verdict(next) => next,
-            PodPlacement::Unsupported(why) => return Some(Err(format!("pod {}: {why}", member.name_any()))),
+            PodPlacement::Waits(reason, why) => {
+                return Some(Err((reason, format!("pod {}: {why}", member.name_any()))));
+            }
         };
         verdict = Some(match verdict {
             None => Arc::unwrap_or_clone(next),

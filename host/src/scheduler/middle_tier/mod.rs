@@ -11,13 +11,15 @@ mod grants;
 mod impostors;
 mod placement;
 mod pods;
+mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use futures::channel::mpsc;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, store::Writer};
@@ -27,6 +29,7 @@ use serde_json::json;
 use super::link::{Installation, PodKey};
 use super::placeholder::{self, PlaceholderKind};
 use super::timing::RECHECK;
+use super::volume_stores::VolumeStores;
 use super::watched_pod::WatchedPod;
 use super::{
     Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile, submit,
@@ -54,6 +57,11 @@ fn slurmd_pod(n: usize) -> Pod {
 }
 pub const NAMESPACE: &str = "ml";
 
+/// A Node's JSON, labelled with its hostname as every kubelet labels it.
+fn kube_node_json(name: &str, taints: serde_json::Value) -> serde_json::Value {
+    json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}, "spec": {"taints": taints}})
+}
+
 /// Passes over every pod at most this often before a test gives up on the world settling.
 const MOST_ROUNDS: usize = 20;
 
@@ -68,6 +76,10 @@ pub struct World {
     slurmd_pods: Writer<Pod>,
     /// The namespaces whose labels the host has listed (none until a test lists one).
     namespaces: Writer<PartialObjectMeta<Namespace>>,
+    /// The claims, volumes and classes the host watches.
+    claims: Writer<PersistentVolumeClaim>,
+    volumes: Writer<PersistentVolume>,
+    classes: Writer<StorageClass>,
     /// Pods the host asked to look at again (a group's other members).
     decide_again: mpsc::UnboundedReceiver<ObjectRef<WatchedPod>>,
     /// Each pod as it was when last passed over.
@@ -91,7 +103,7 @@ impl World {
         let (nodes, mut nodes_writer) = reflector::store::<Node>();
         let (slurmd, mut slurmd_writer) = reflector::store::<Pod>();
         for n in 1..=2 {
-            let node: Node = serde_json::from_value(json!({"metadata": {"name": format!("kube-node-{n}")}})).unwrap();
+            let node: Node = serde_json::from_value(kube_node_json(&format!("kube-node-{n}"), json!([]))).unwrap();
             nodes_writer.apply_watcher_event(&watcher::Event::Apply(node));
             slurmd_writer.apply_watcher_event(&watcher::Event::Apply(slurmd_pod(n)));
             // As the NodeSet controller records each slurmd pod on its Slurm node.
@@ -111,6 +123,9 @@ impl World {
         let (pods, pods_writer) = reflector::store::<WatchedPod>();
         let (namespaces, namespaces_writer) = reflector::store();
         let (decide_again, decide_again_rx) = mpsc::unbounded();
+        let (claims, claims_writer) = reflector::store();
+        let (volumes, volumes_writer) = reflector::store();
+        let (classes, classes_writer) = reflector::store();
         let ctx = Context {
             writer: PodWriter::new(client.clone(), SCHEDULER),
             client,
@@ -141,6 +156,7 @@ impl World {
             decide_again,
             every_pod: None,
             refusers: Default::default(),
+            volumes: Some(VolumeStores::new(claims, volumes, classes)),
         };
         let world = Self {
             slurm,
@@ -150,6 +166,9 @@ impl World {
             nodes: nodes_writer,
             slurmd_pods: slurmd_writer,
             namespaces: namespaces_writer,
+            claims: claims_writer,
+            volumes: volumes_writer,
+            classes: classes_writer,
             decide_again: decide_again_rx,
             last_passed: BTreeMap::new(),
             due_soon: BTreeSet::new(),
@@ -170,6 +189,35 @@ impl World {
         self.ctx.placement.saw_change();
     }
 
+    /// The host runs with `--volume-topology=false`: it reads no claims.
+    pub fn without_volume_topology(&mut self) {
+        Arc::get_mut(&mut self.ctx).expect("no pass under way").volumes = None;
+    }
+
+    /// A claim of the pods' namespace (`spec` as given), as the host's watch lists it; one naming a
+    /// volume is bound to it, as the PersistentVolume controller marks it.
+    pub fn claim(&mut self, name: &str, spec: serde_json::Value) {
+        let bound = spec.get("volumeName").map(|_| json!({"pv.kubernetes.io/bind-completed": "yes"}));
+        let claim = json!({"metadata": {"name": name, "namespace": NAMESPACE, "annotations": bound}, "spec": spec});
+        self.claims.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(claim).expect("a claim")));
+    }
+
+    /// A PersistentVolume only `kube_node` can mount (any Node when `None`), as the host's watch lists it.
+    pub fn volume(&mut self, name: &str, kube_node: Option<&str>) {
+        let affinity = kube_node.map(|node| {
+            let on_node = json!({"key": "kubernetes.io/hostname", "operator": "In", "values": [node]});
+            json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}})
+        });
+        let volume = json!({"metadata": {"name": name}, "spec": {"nodeAffinity": affinity}});
+        self.volumes.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(volume).expect("a volume")));
+    }
+
+    /// A StorageClass binding its claims `mode` (`Immediate`, `WaitForFirstConsumer`).
+    pub fn storage_class(&mut self, name: &str, mode: &str) {
+        let class = json!({"metadata": {"name": name}, "provisioner": "example.com/disk", "volumeBindingMode": mode});
+        self.classes.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(class).expect("a class")));
+    }
+
     /// The pods' namespace, listed by the host with these labels.
     pub fn list_namespace(&mut self, labels: serde_json::Value) {
         let namespace = json!({"apiVersion": "v1", "kind": "PartialObjectMetadata",
@@ -180,7 +228,7 @@ impl World {
 
     /// The Node's owner taints it (`NoSchedule`); the host's watch sees it at once.
     pub fn taint(&mut self, kube_node: &str, key: &str) {
-        let node = json!({"metadata": {"name": kube_node}, "spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}});
+        let node = kube_node_json(kube_node, json!([{"key": key, "effect": "NoSchedule"}]));
         let node = serde_json::from_value(node).expect("a Node");
         self.nodes.apply_watcher_event(&watcher::Event::Apply(node));
         self.ctx.placement.saw_change();
@@ -225,6 +273,15 @@ impl World {
             ]},
         });
         self.api.put_pod(serde_json::from_value(pod).expect("a pod"));
+    }
+
+    /// A pod naming sunk, asking for one CPU and mounting `claim`, created by its owner.
+    pub fn create_mounting(&mut self, name: &str, claim: &str) {
+        self.create(name, "1", json!({}), json!({}));
+        let mut pod = self.pod(name).expect("the pod just created");
+        let volume = json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}});
+        pod.spec.as_mut().expect("a spec").volumes = Some(vec![serde_json::from_value(volume).expect("a volume")]);
+        self.api.put_pod(pod);
     }
 
     /// Pods `names`, created already, arrive in one burst: the host submits them as one job array,
