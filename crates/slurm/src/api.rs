@@ -9,8 +9,8 @@ use std::fmt::Display;
 use async_trait::async_trait;
 
 use super::{
-    ApiVersion, Job, JobDescription, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage, SlurmClient,
-    SlurmError,
+    ApiVersion, Job, JobDescription, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage, PreemptionSetup,
+    SlurmClient, SlurmError,
 };
 
 /// A job as Slurm names it: `12`, `"12"`, or `"10_3"` for task 3 of array 10.
@@ -46,6 +46,8 @@ pub trait Slurm: Send + Sync {
     async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError>;
     /// Deletes a dynamic node; one already gone is not an error.
     async fn delete_node(&self, name: &str) -> Result<(), SlurmError>;
+    /// What Slurm's own preemption rules are made of, as far as slurmrestd can say.
+    async fn preemption_setup(&self) -> Result<PreemptionSetup, SlurmError>;
 }
 
 #[async_trait]
@@ -94,5 +96,8 @@ impl Slurm for SlurmClient {
     }
     async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
         SlurmClient::delete_node(self, name).await
+    }
+    async fn preemption_setup(&self) -> Result<PreemptionSetup, SlurmError> {
+        SlurmClient::preemption_setup(self).await
     }
 }

@@ -16,10 +16,11 @@ use serde::Serialize;
 
 use super::decode::{decode, decode_listing};
 use super::job_states::{JobStates, JobStatesResponse};
-use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
+use super::model::{CancelJobsResponse, Envelope, JobsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
+use super::preemption::{ConfResponse, PartitionsResponse, QosResponse};
 use super::version::{self, ApiVersion, OpenApiPaths, SlurmInfo};
-use super::{Job, JobDescription, JobUpdate, Node, NodeUpdate, SlurmError, TokenSigner};
+use super::{Job, JobDescription, JobUpdate, Node, NodeUpdate, PreemptionSetup, SlurmError, TokenSigner};
 /// slurmrestd caps its connections (124 by default, idle keep-alive ones included).
 const MAX_IDLE_CONNECTIONS: usize = 8;
 
@@ -366,6 +367,35 @@ impl SlurmClient {
         Ok(answer.partitions.into_iter().map(|partition| partition.name).collect())
     }
 
+    /// What slurmrestd can say of Slurm's preemption rules: slurm.conf's preemption lines (26.05's
+    /// v0.0.45 only), every partition (through v0.0.45 where served, the first parser that lists a
+    /// partition's PreemptMode) and every QOS (where slurmrestd serves accounting). Three requests:
+    /// for a caller that reads them now and then, not per decision.
+    pub async fn preemption_setup(&self) -> Result<PreemptionSetup, SlurmError> {
+        let newest = if self.can_requeue() { ApiVersion::V0_0_45 } else { self.api() };
+        let conf = match newest >= ApiVersion::V0_0_45 {
+            true => {
+                let path = format!("slurm/{newest}/conf");
+                let answer: ConfResponse =
+                    decode("conf", self.send("conf", self.request_to(Method::GET, &path)?).await?).await?;
+                Some(answer.slurm_conf)
+            }
+            false => None,
+        };
+        let path = format!("slurm/{newest}/partitions");
+        let partitions: PartitionsResponse =
+            decode("partitions", self.send("partitions", self.request_to(Method::GET, &path)?).await?).await?;
+        let path = format!("slurmdb/{}/qos", self.api());
+        let qos =
+            match decode::<QosResponse>("qos", self.send("qos", self.request_to(Method::GET, &path)?).await?).await {
+                Ok(answer) => Some(answer.qos),
+                // No openapi/slurmdbd plugin in this slurmrestd: it serves no accounting path at all.
+                Err(SlurmError::Api { status: 404, .. }) => None,
+                Err(error) => return Err(error),
+            };
+        Ok(PreemptionSetup { conf, partitions: partitions.partitions, qos })
+    }
+
     /// Lists every node, or says nothing changed since `since` (a previous `last_update`).
     ///
     /// slurmrestd 24.11 answers HTTP 500 "Unable to query partitions" to an incremental listing when
@@ -438,7 +468,7 @@ async fn permit(semaphore: &tokio::sync::Semaphore) -> tokio::sync::SemaphorePer
 fn lane(call: &str) -> Lane {
     match call {
         "nodes" => Lane::NodeListing,
-        "jobs" | "job states" | "partitions" => Lane::Listing,
+        "jobs" | "job states" | "partitions" | "qos" => Lane::Listing,
         _ => Lane::Other,
     }
 }

@@ -9,8 +9,9 @@ use serde::de::DeserializeOwned;
 
 use super::job_states::JobStatesResponse;
 use super::listing::ListingSplitter;
-use super::model::{CancelJobsResponse, Envelope, JobsResponse, PartitionsResponse, PingResponse, SubmitResponse};
+use super::model::{CancelJobsResponse, Envelope, JobsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
+use super::preemption::{ConfResponse, PartitionsResponse, QosResponse};
 use super::version::OpenApiPaths;
 use super::{ApiMessage, SlurmError};
 
@@ -194,6 +195,8 @@ envelope_field!(
     JobsResponse,
     JobStatesResponse,
     PartitionsResponse,
+    QosResponse,
+    ConfResponse,
     NodesResponse
 );
 

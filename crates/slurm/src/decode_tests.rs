@@ -217,3 +217,26 @@ proptest! {
         let _ = decode_all(status, &body);
     }
 }
+
+/// The recorded partitions (slurm.conf: batch `PriorityTier=1`, urgent `PriorityTier=2
+/// PreemptMode=OFF`) read with their tiers on every parser; v0.0.42 to v0.0.44 do not list a
+/// partition's PreemptMode, so none is made up.
+#[test]
+fn recorded_partitions_read_with_their_tiers_and_no_made_up_preempt_mode() {
+    let files = [
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd/24.11.5/v0.0.42.json")),
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd/26.05.5/v0.0.42.json")),
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd/26.05.5/v0.0.43.json")),
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd/26.05.5/v0.0.44.json")),
+    ];
+    for file in files {
+        let recording: Value = serde_json::from_str(file).expect("a recording");
+        let body = recording["partitions"]["response"].to_string();
+        let read = decode_body::<PartitionsResponse>("partitions", 200, body.as_bytes()).expect("read");
+        let tiers: Vec<_> =
+            read.partitions.iter().map(|p| (p.name.as_str(), p.priority.tier, p.preempt_mode)).collect();
+        let unlisted = crate::PartitionPreemptMode::Unlisted;
+        assert_eq!(tiers, [("batch", 1, unlisted), ("urgent", 2, unlisted)]);
+        assert!(read.partitions.iter().all(|p| p.qos.assigned.is_empty()));
+    }
+}

@@ -17,6 +17,7 @@ mod listing;
 mod model;
 mod node;
 mod node_cache;
+mod preemption;
 mod reconnect;
 mod resources;
 mod shared_text;
@@ -37,6 +38,10 @@ pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, J
 pub use node::{Node, NodeFlags, NodeUpdate};
 pub use node_cache::{
     ChangedNode, NodeCache, NodeCacheConfig, NodeChange, NodeSnapshot, NodeSource, SlurmView, Unreadable,
+};
+pub use preemption::{
+    Partition, PartitionPreemptMode, PartitionPriority, PartitionQos, PreemptModes, PreemptionConf, PreemptionSetup,
+    Qos, QosPreempt,
 };
 pub use reconnect::rediscover_after_reconnects;
 pub use resources::Resources;

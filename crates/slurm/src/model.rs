@@ -212,6 +212,9 @@ pub struct Job {
     pub system_comment: String,
     #[serde(default)]
     pub partition: String,
+    /// Its QOS; empty where Slurm keeps no accounting.
+    #[serde(default)]
+    pub qos: String,
     #[serde(default)]
     pub priority: NoValue,
     /// Nodes the job may not run on, as a comma list or host list; empty for none.
@@ -433,18 +436,6 @@ pub(super) struct SignalError {
     pub code: i64,
     #[serde(default)]
     pub message: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct Partition {
-    pub name: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct PartitionsResponse {
-    pub partitions: Vec<Partition>,
-    #[serde(flatten)]
-    pub envelope: Envelope,
 }
 
 /// `meta` of a v0.0.42 answer: which Slurm answered.

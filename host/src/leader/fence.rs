@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::slurm::{
-    ApiVersion, Job, JobDescription, JobId, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage, Slurm,
-    SlurmError,
+    ApiVersion, Job, JobDescription, JobId, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage,
+    PreemptionSetup, Slurm, SlurmError,
 };
 
 const CLOSED: &str = "this host no longer holds the leader Lease";
@@ -148,6 +148,9 @@ impl Slurm for FencedSlurm {
     }
     async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
         self.may_write()?.delete_node(name).await
+    }
+    async fn preemption_setup(&self) -> Result<PreemptionSetup, SlurmError> {
+        self.slurm.preemption_setup().await
     }
 }
 

@@ -44,6 +44,8 @@ struct World {
     listings: BTreeMap<&'static str, usize>,
     /// Uids slurmctld resolves to no user (no passwd entry): their jobs are held when they would start.
     unknown_users: BTreeSet<u32>,
+    /// What `preemption_setup` answers, when a test set it.
+    preemption: Option<crate::PreemptionSetup>,
 }
 
 impl Default for FakeSlurm {
@@ -61,6 +63,11 @@ impl FakeSlurm {
             slurm.add_node(&format!("{prefix}-{n}"), cpus, &["batch"]);
         }
         slurm
+    }
+
+    /// What slurmrestd says of Slurm's preemption rules from now on.
+    pub fn set_preemption(&self, setup: crate::PreemptionSetup) {
+        self.world.lock().expect("fake Slurm").preemption = Some(setup);
     }
 
     pub fn add_node(&self, name: &str, cpus: u64, partitions: &[&str]) {

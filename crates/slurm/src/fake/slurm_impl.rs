@@ -6,7 +6,7 @@ use super::{FakeSlurm, World, refusal};
 use crate::api::{JobId, Slurm};
 use crate::{
     ApiVersion, Job, JobDescription, JobState, JobStates, JobUpdate, JobsPage, NoValue, Node, NodeSource, NodeUpdate,
-    NodesPage, SlurmError, array_task_ids,
+    NodesPage, Partition, PartitionPriority, PreemptionSetup, SlurmError, array_task_ids,
 };
 
 #[async_trait]
@@ -174,6 +174,26 @@ impl Slurm for FakeSlurm {
             }
             world.nodes.remove(name);
             Ok(())
+        })
+    }
+
+    /// What [`FakeSlurm::set_preemption`] set; else a Slurm 24.11 without accounting: every
+    /// partition of a node at tier 1, nothing more said.
+    async fn preemption_setup(&self) -> Result<PreemptionSetup, SlurmError> {
+        self.read(|world| {
+            world.preemption.clone().unwrap_or_else(|| {
+                let names: std::collections::BTreeSet<&String> =
+                    world.nodes.values().flat_map(|node| &node.partitions).collect();
+                let partitions = names
+                    .into_iter()
+                    .map(|name| Partition {
+                        name: name.clone(),
+                        priority: PartitionPriority { tier: 1 },
+                        ..Default::default()
+                    })
+                    .collect();
+                PreemptionSetup { conf: None, partitions, qos: None }
+            })
         })
     }
 }
