@@ -133,6 +133,38 @@ pub struct Grant {
     pub required_nodes: bool,
     /// Whether `sunk.dev/current-working-dir` is honoured.
     pub working_directory: bool,
+    /// Jobs the host may preempt for this grant's pods even where Slurm's own rules would not.
+    pub preemptable: Preemptable,
+}
+
+/// Slurm jobs, by partition or QOS, that a grant's pods may preempt even where Slurm's own rules
+/// (PreemptType, PriorityTier, PreemptMode, a QOS's Preempt list) would not let them: say, when
+/// Slurm preempts nothing itself, or pods run in the same partition as the jobs they are to make
+/// room for. A job still within its PreemptExemptTime stays protected. Names only, no patterns: an
+/// operator widens what may be killed one partition or QOS at a time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Preemptable {
+    pub partitions: BTreeSet<String>,
+    pub qos: BTreeSet<String>,
+}
+
+impl Preemptable {
+    /// Whether it names a job of `partition` and `qos` (a job listed in several partitions, `a,b`,
+    /// runs in one: each is looked at).
+    pub fn names(&self, partition: &str, qos: &str) -> bool {
+        partition.split(',').any(|partition| self.partitions.contains(partition)) || self.qos.contains(qos)
+    }
+
+    /// Why it cannot be used, if it cannot: an empty name or a pattern names no partition or QOS.
+    fn unusable(&self) -> Option<String> {
+        let listed =
+            self.partitions.iter().map(|name| ("partitions", name)).chain(self.qos.iter().map(|name| ("qos", name)));
+        listed.into_iter().find_map(|(field, name)| {
+            let bad = name.trim().is_empty() || name.contains(['*', ',', '?', ' ']);
+            bad.then(|| format!("preemptable.{field}: {name:?} is no partition or QOS name (names only, no patterns)"))
+        })
+    }
 }
 
 impl Default for Grant {
@@ -149,6 +181,7 @@ impl Default for Grant {
             max_priority: 0,
             required_nodes: false,
             working_directory: false,
+            preemptable: Preemptable::default(),
         }
     }
 }
@@ -243,6 +276,8 @@ pub enum TenancyError {
     NamedTwice { path: String, namespace: String },
     #[error("{path}: grants[{index}]: {problem}")]
     Unusable { path: String, index: usize, problem: String },
+    #[error("{path}: default: {problem}")]
+    UnusableDefault { path: String, problem: String },
 }
 
 impl Tenancy {
@@ -264,12 +299,16 @@ impl Tenancy {
                 return Err(TenancyError::NamedTwice { path: path.into(), namespace: namespace.clone() });
             }
         }
+        if let Some(problem) = tenancy.default.preemptable.unusable() {
+            return Err(TenancyError::UnusableDefault { path: path.into(), problem });
+        }
         for (index, entry) in tenancy.grants.iter().enumerate() {
             let problem = match &entry.namespace_selector {
                 None if entry.namespaces.is_empty() => Some("names no namespace and has no namespaceSelector".into()),
                 None => None,
                 Some(selector) => selector.unusable(),
             };
+            let problem = problem.or_else(|| entry.grant.preemptable.unusable());
             if let Some(problem) = problem {
                 return Err(TenancyError::Unusable { path: path.into(), index, problem });
             }
@@ -363,6 +402,16 @@ mod tests {
                 r#"{"grants": [{"namespaceSelector": {"matchExpressions": [{"key": "t", "operator": "Near"}]}}]}"#,
                 "unknown variant `Near`",
             ),
+            (
+                r#"{"grants": [{"namespaces": ["a"], "preemptable": {"partitions": ["*"]}}]}"#,
+                "grants[0]: preemptable.partitions: \"*\" is no",
+            ),
+            (r#"{"grants": [{"namespaces": ["a"], "preemptable": {"qos": [""]}}]}"#, "preemptable.qos: \"\" is no"),
+            (r#"{"default": {"preemptable": {"partitions": ["a,b"]}}}"#, "default: preemptable.partitions"),
+            (
+                r#"{"grants": [{"namespaces": ["a"], "preemptable": {"partition": ["batch"]}}]}"#,
+                "unknown field `partition`",
+            ),
         ];
         for (text, says) in cases {
             let error = Tenancy::parse(text, "t.json").expect_err(text).to_string();
@@ -423,6 +472,25 @@ mod tests {
         for (uid, given) in [(1000, Some(GivenUid::User)), (1500, Some(GivenUid::UserIds(range))), (1600, None)] {
             assert_eq!(ml.gives_uid(uid), given, "{uid}");
         }
+    }
+
+    #[test]
+    fn a_grant_names_preemptable_jobs_by_partition_or_qos_and_nothing_by_default() {
+        let text =
+            r#"{"grants": [{"namespaces": ["ml"], "preemptable": {"partitions": ["batch"], "qos": ["scavenger"]}}]}"#;
+        let tenancy = Tenancy::parse(text, "t.json").expect("parses");
+        let ml = &tenancy.grant_for("ml", None).expect("named").preemptable;
+        let cases = [
+            ("batch", "", true),
+            ("urgent,batch", "normal", true),
+            ("urgent", "scavenger", true),
+            ("urgent", "normal", false),
+        ];
+        for (partition, qos, named) in cases {
+            assert_eq!(ml.names(partition, qos), named, "{partition} {qos}");
+        }
+        let nothing = &tenancy.grant_for("web", None).expect("default").preemptable;
+        assert!(!nothing.names("batch", "scavenger") && !nothing.names("", ""));
     }
 
     #[test]

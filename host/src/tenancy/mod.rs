@@ -6,5 +6,5 @@ mod grant;
 
 pub use enforce::{NotGranted, enforce, preemption_rank};
 pub use grant::{
-    GivenUid, Grant, GrantName, IdRange, NOBODY, NamespaceGrant, NamespaceSelector, Tenancy, TenancyError,
+    GivenUid, Grant, GrantName, IdRange, NOBODY, NamespaceGrant, NamespaceSelector, Preemptable, Tenancy, TenancyError,
 };
