@@ -8,6 +8,8 @@ use clap::Args;
 
 use crate::delivery::Decision;
 use crate::scheduler;
+use crate::scheduler::preemption::{self, PreemptType};
+use crate::slurm::PreemptModes;
 use crate::tenancy::Tenancy;
 
 #[derive(Args, Clone)]
@@ -109,6 +111,24 @@ pub struct HostArgs {
     /// room for it, as the preemption policy decides. `--preemption=false` turns it off.
     #[arg(long, env = "SUNK_PREEMPTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub(super) preemption: bool,
+    /// slurm.conf's PreemptType (`preempt/none`, `preempt/partition_prio`, `preempt/qos`), for a
+    /// slurmrestd that cannot say it (before Slurm 26.05, whose own answer beats this). The host
+    /// preempts only jobs Slurm's own rules let be preempted, or that a grant names: unset there,
+    /// only what grants name.
+    #[arg(long, env = "SUNK_SLURM_PREEMPT_TYPE")]
+    pub(super) slurm_preempt_type: Option<PreemptType>,
+    /// slurm.conf's PreemptMode (`REQUEUE`, `CANCEL`, `SUSPEND,GANG`, `OFF`...), with
+    /// --slurm-preempt-type; Slurm's default, OFF, when unset.
+    #[arg(long, env = "SUNK_SLURM_PREEMPT_MODE", value_parser = PreemptModes::parse_conf)]
+    pub(super) slurm_preempt_mode: Option<PreemptModes>,
+    /// slurm.conf's PreemptExemptTime (`00:05:00`, `5`, `1-0`), with --slurm-preempt-type.
+    #[arg(long, env = "SUNK_SLURM_PREEMPT_EXEMPT_TIME", value_parser = preemption::slurm_duration)]
+    pub(super) slurm_preempt_exempt_time: Option<u64>,
+    /// Partitions with a PreemptMode of their own (`urgent=OFF`), for a slurmrestd that does not list
+    /// it (before data parser v0.0.45); every other takes the cluster's. Repeatable, or space-separated.
+    #[arg(long = "slurm-partition-preempt-mode", env = "SUNK_SLURM_PARTITION_PREEMPT_MODES",
+          value_delimiter = ' ', value_parser = preemption::partition_preempt_mode)]
+    pub(super) slurm_partition_preempt_modes: Vec<(String, PreemptModes)>,
     /// Only the NodeSets of this namespace (and, for the Syncer, only their slurmd pods); all namespaces
     /// by default.
     #[arg(long, env = "SUNK_NODESET_NAMESPACE")]
@@ -160,6 +180,18 @@ pub struct HostArgs {
     /// The Lease's name; replicas of one host share it.
     #[arg(long, env = "SUNK_LEADER_ELECTION_LEASE", default_value = "sunk-host")]
     pub(super) leader_election_lease: String,
+}
+
+impl HostArgs {
+    /// slurm.conf's preemption lines as the flags state them.
+    pub(super) fn stated_slurm_rules(&self) -> preemption::StatedRules {
+        preemption::StatedRules {
+            preempt_type: self.slurm_preempt_type,
+            mode: self.slurm_preempt_mode,
+            exempt_time: self.slurm_preempt_exempt_time,
+            partition_modes: self.slurm_partition_preempt_modes.iter().cloned().collect(),
+        }
+    }
 }
 
 /// The namespace a pod's service account lives in, when running in a cluster.

@@ -243,6 +243,7 @@ impl Parts {
                 .push(nodeset::run(client.clone(), slurm.clone(), slurm_nodes, policies.clone(), config).boxed());
         }
         if let (Some(slurm_nodes), Some((installation, jobs))) = (slurm_nodes, jobs) {
+            let slurm_rules = args.stated_slurm_rules();
             let config = scheduler::Config {
                 scheduler_name: args.scheduler_name,
                 poll_interval,
@@ -258,6 +259,7 @@ impl Parts {
                 placeholders: args.placeholders,
                 max_array_tasks: args.max_array_tasks as usize,
                 preemption: args.preemption,
+                slurm_rules,
                 evictions,
                 tenancy,
                 slurmd_namespace: args.nodeset_namespace.clone(),

@@ -27,7 +27,7 @@ mod pod_lookup;
 mod pod_phase;
 mod pod_record;
 mod pod_rules;
-mod preemption;
+pub mod preemption;
 mod reconcile;
 mod scope;
 mod shared_verdicts;
@@ -97,6 +97,8 @@ pub struct Config {
     pub max_array_tasks: usize,
     /// Let waiting pods preempt lower-priority work, as the preemption policy decides.
     pub preemption: bool,
+    /// slurm.conf's preemption lines, as the operator states them for a slurmrestd that cannot say them.
+    pub slurm_rules: preemption::StatedRules,
     /// The client preemption evicts pods with: one that takes a 429 (a disruption budget's refusal)
     /// for an answer.
     pub evictions: Client,
@@ -144,6 +146,8 @@ pub struct Context {
     pub preemptions: preemption::InFlight,
     /// Placeholders of bound pods seen requeued, waiting to learn who preempted them.
     pub requeued_seen: preemption::by_slurm::FirstSeen,
+    /// Slurm's own preemption rules, as last read: the host preempts nothing they protect.
+    pub slurm_rules: preemption::KnownRules,
     /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
     pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<WatchedPod>>,
     /// Every pod of the cluster (see [`Config::every_pod`]), and whether one refuses others.
@@ -243,6 +247,10 @@ pub async fn run(
     tokio::spawn(sweep.run(config.poll_interval * 4));
     tokio::spawn(count_pending(controller.store(), config.metrics.clone(), config.poll_interval));
 
+    let slurm_rules = preemption::KnownRules::default();
+    if config.preemption {
+        tokio::spawn(preemption::read_rules(slurm_rules.clone(), slurm.clone(), config.slurm_rules.clone()));
+    }
     let grants = Grants::new(config.tenancy.clone(), namespace_labels(&client, &config.tenancy));
     let refusers = pod_rules::Refusers::default();
     if let Some(every_pod) = &config.every_pod {
@@ -272,6 +280,7 @@ pub async fn run(
         preemption: config.preemption,
         preemptions: preemption::InFlight::default(),
         requeued_seen: preemption::by_slurm::FirstSeen::default(),
+        slurm_rules,
         decide_again: changed_tx,
         refusers: refusers.clone(),
         every_pod: config.every_pod.clone(),

@@ -153,6 +153,7 @@ impl World {
             preemption: false,
             preemptions: preemption::InFlight::default(),
             requeued_seen: preemption::by_slurm::FirstSeen::default(),
+            slurm_rules: preemption::KnownRules::default(),
             decide_again,
             every_pod: None,
             refusers: Default::default(),

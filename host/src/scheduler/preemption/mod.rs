@@ -6,6 +6,9 @@
 //! PriorityClass into its placeholder's priority, so pods and Slurm jobs are ranked on one scale.
 //! Nothing is preempted while Slurm's lists may be stale, for a pod without a PriorityClass or that
 //! says `preemptionPolicy: Never`, or while an earlier round for the same job is still under way.
+//! Only jobs Slurm's own preemption rules let be preempted for the pod's placeholder
+//! ([`slurm_rules`], read every 30 s by [`known_rules`]), or that the pod's grant names
+//! (`preemptable`), are offered; while those rules are not known, nothing is.
 //!
 //! Slurm -> Kubernetes: a placeholder Slurm's own preemption took ([`by_slurm`]) deletes its pod, with
 //! an Event naming the job that preempted it.
@@ -13,7 +16,9 @@
 pub mod by_slurm;
 mod execute;
 mod in_flight;
+mod known_rules;
 mod offer;
+mod slurm_rules;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,6 +26,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::scheduler::watched_pod::WatchedPod;
 
 pub use in_flight::InFlight;
+pub use known_rules::{KnownRules, Stated as StatedRules, partition_preempt_mode, read as read_rules, slurm_duration};
+pub use slurm_rules::PreemptType;
 
 use super::job_cache::Placeholder;
 use super::link::{PodKey, linked_pods};
@@ -31,6 +38,7 @@ use super::{Context, Error, exclusions, pod_lookup};
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::slurm::{Job, JobState, expand_hostlist};
 use crate::tenancy;
+use slurm_rules::Protection;
 
 /// Slurm's reason for a job that waits for nodes to free. (`Priority` is not enough: a job of higher
 /// priority waits first, and room made now would go to it.)
@@ -70,9 +78,13 @@ pub async fn consider(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context
     }
     let mut input = match offer_for(pod, placeholder, &holding, ctx) {
         Offer::Unseen => return Ok(None),
-        Offer::NoVictims => {
+        Offer::NoRules(why) => {
             ctx.metrics.preemption(PreemptionResult::none);
-            return Ok(Outcome::settled("no running job on the nodes it may use could make room"));
+            return Ok(Outcome::settled(format!("preempting nothing: Slurm's preemption rules are not known ({why})")));
+        }
+        Offer::NoVictims(protected) => {
+            ctx.metrics.preemption(PreemptionResult::none);
+            return Ok(Outcome::settled(no_victims(&protected)));
         }
         Offer::Input(input) => *input,
     };
@@ -111,9 +123,25 @@ fn never_preempts(pod: &WatchedPod) -> bool {
 enum Offer {
     /// Slurm's nodes cannot be read now.
     Unseen,
-    /// No running job on the nodes it may use could make room.
-    NoVictims,
+    /// Slurm's preemption rules are not known: why.
+    NoRules(String),
+    /// No running job on the nodes it may use may make room; those there are protected, and why.
+    NoVictims(Vec<(u32, Protection)>),
     Input(Box<ChooseVictimsInput>),
+}
+
+/// The pod's note when nothing may be preempted: the first few protected jobs and why.
+fn no_victims(protected: &[(u32, Protection)]) -> String {
+    const NAMED: usize = 3;
+    if protected.is_empty() {
+        return "no running job on the nodes it may use could make room".into();
+    }
+    let named: Vec<String> = protected.iter().take(NAMED).map(|(job, why)| format!("job {job}: {why}")).collect();
+    let more = match protected.len().saturating_sub(NAMED) {
+        0 => String::new(),
+        more => format!("; {more} more"),
+    };
+    format!("no running job on the nodes it may use may be preempted ({}{more})", named.join("; "))
 }
 
 /// The policy's input, drawn from views of every Slurm node that are gone before the decision is
@@ -124,24 +152,36 @@ fn offer_for(pod: &WatchedPod, placeholder: &Placeholder, holding: &[Job], ctx: 
     else {
         return Offer::Unseen;
     };
+    let rules = match ctx.slurm_rules.current() {
+        Ok(rules) => rules,
+        Err(why) => return Offer::NoRules(why),
+    };
     let excluded = exclusions::current(job);
     let allowed: BTreeSet<String> = verdict.eligible.iter().filter(|node| !excluded.contains(*node)).cloned().collect();
     let mut leaving_jobs = ctx.preemptions.victims();
     leaving_jobs.extend(jobs_of_leaving_pods(holding, ctx));
     let grace = |key: &PodKey| pod_lookup::find(&ctx.pods, key).map(|pod| grace_of(&pod));
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    // A grant not known yet (its namespace's labels are not) names nothing.
+    let grant = ctx.grants.of(&placeholder.pod.namespace).map(|grant| &grant.preemptable);
+    let judge = |victim: &Job| {
+        let named = grant.is_some_and(|preemptable| preemptable.names(&victim.partition, &victim.qos));
+        slurm_rules::overruled(slurm_rules::judge(&rules, job, victim, now), named)
+    };
     let views = offer::Views {
         nodes: snapshot.nodes().collect(),
         holding,
         allowed: &allowed,
         leaving: &leaving_jobs,
         grace: &grace,
-        now: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs()),
+        now,
         can_requeue: ctx.slurm.can_requeue(),
+        judge: &judge,
     };
     let name = format!("{}/{}", placeholder.pod.namespace, placeholder.pod.name);
     match offer::offer(job, &name, &views) {
-        Some(input) => Offer::Input(Box::new(input)),
-        None => Offer::NoVictims,
+        offer::Offered::Input(input) => Offer::Input(Box::new(input)),
+        offer::Offered::Nothing { protected } => Offer::NoVictims(protected),
     }
 }
 

@@ -1,6 +1,8 @@
 //! What the preemption policy is shown: the waiting job, the nodes that could serve it with what is
-//! free on each, and the running jobs there that could make room. Pure: everything comes from one
-//! Slurm node listing and one job listing, so the same views always give the same offer.
+//! free on each, and the running jobs there that could make room and may be preempted (Slurm's own
+//! rules let them be, or the waiting pod's grant names them: see `judge` in `mod.rs`). Pure:
+//! everything comes from one Slurm node listing, one job listing and one judgement per job, so the
+//! same views always give the same offer.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -9,6 +11,7 @@ use crate::policy::{Candidate, Node as PolicyNode, Preemptor, WorkloadKind};
 use crate::slurm::{Job, JobState, Node, Resources, expand_hostlist};
 
 use super::super::link::{PodKey, linked_pods};
+use super::slurm_rules::{Protection, Verdict};
 
 /// The views an offer is drawn from.
 pub struct Views<'a> {
@@ -26,10 +29,22 @@ pub struct Views<'a> {
     pub now: u64,
     /// Whether slurmrestd can requeue a job (Slurm 26.05's, v0.0.45).
     pub can_requeue: bool,
+    /// Whether a running job may be preempted for the waiting one.
+    pub judge: &'a dyn Fn(&Job) -> Verdict,
 }
 
-/// The policy input for `waiting`, or `None` when no running job stands in its way.
-pub fn offer(waiting: &Job, name: &str, views: &Views) -> Option<ChooseVictimsInput> {
+/// What the policy may be offered.
+#[derive(Debug)]
+pub enum Offered {
+    Input(ChooseVictimsInput),
+    /// No running job on the usable nodes may make room; those there are protected, and why.
+    Nothing {
+        protected: Vec<(u32, Protection)>,
+    },
+}
+
+/// The policy input for `waiting`, or what protects the running jobs in its way.
+pub fn offer(waiting: &Job, name: &str, views: &Views) -> Offered {
     let partition = waiting.partition.as_str();
     let usable: Vec<&Node> = views
         .nodes
@@ -43,6 +58,7 @@ pub fn offer(waiting: &Job, name: &str, views: &Views) -> Option<ChooseVictimsIn
 
     let mut freeing: HashMap<String, Resources> = HashMap::new();
     let mut candidates = Vec::new();
+    let mut protected = Vec::new();
     for job in views.holding.iter().filter(|job| job.job_id != waiting.job_id) {
         let nodes = expand_hostlist(&job.nodes).unwrap_or_default();
         if !nodes.iter().any(|node| usable_names.contains(node.as_str())) {
@@ -55,10 +71,13 @@ pub fn offer(waiting: &Job, name: &str, views: &Views) -> Option<ChooseVictimsIn
             }
             continue;
         }
-        candidates.push(candidate(job, nodes, views));
+        match (views.judge)(job) {
+            Verdict::Preemptable => candidates.push(candidate(job, nodes, views)),
+            Verdict::Protected(protection) => protected.push((job.job_id, protection)),
+        }
     }
     if candidates.is_empty() {
-        return None;
+        return Offered::Nothing { protected };
     }
     let need = waiting.asked_per_node();
     let preemptor = Preemptor {
@@ -84,7 +103,7 @@ pub fn offer(waiting: &Job, name: &str, views: &Views) -> Option<ChooseVictimsIn
             }
         })
         .collect();
-    Some(ChooseVictimsInput { preemptor, nodes, candidates })
+    Offered::Input(ChooseVictimsInput { preemptor, nodes, candidates })
 }
 
 fn candidate(job: &Job, nodes: Vec<String>, views: &Views) -> Candidate {
@@ -171,6 +190,14 @@ mod tests {
     }
 
     fn offered(holding: &[Job], leaving: &[u32]) -> Option<ChooseVictimsInput> {
+        judged(holding, leaving, &|_| Verdict::Preemptable).ok()
+    }
+
+    fn judged(
+        holding: &[Job],
+        leaving: &[u32],
+        judge: &dyn Fn(&Job) -> Verdict,
+    ) -> Result<ChooseVictimsInput, Vec<(u32, Protection)>> {
         let (n1, n2, n3) = (node("n1", 2), node("n2", 2), node("n3", 0));
         let allowed: BTreeSet<String> = ["n1", "n2"].map(String::from).into();
         let leaving: BTreeSet<u32> = leaving.iter().copied().collect();
@@ -183,8 +210,12 @@ mod tests {
             grace: &grace,
             now: 1_060,
             can_requeue: true,
+            judge,
         };
-        offer(&waiting(), "ml/urgent", &views)
+        match offer(&waiting(), "ml/urgent", &views) {
+            Offered::Input(input) => Ok(input),
+            Offered::Nothing { protected } => Err(protected),
+        }
     }
 
     #[test]
@@ -222,6 +253,20 @@ mod tests {
         assert_eq!(free, [("n1", 2), ("n2", 2)]);
         assert_eq!(input.candidates.iter().map(|c| c.job_id).collect::<Vec<_>>(), [1]);
         assert!(offered(&[completing_only()], &[]).is_none(), "nothing running: nothing to offer");
+    }
+
+    #[test]
+    fn a_job_slurm_s_rules_protect_is_no_candidate_and_the_offer_says_why() {
+        let protect_2 = |job: &Job| match job.job_id {
+            2 => Verdict::Protected(Protection::PartitionModeOff("batch".into())),
+            _ => Verdict::Preemptable,
+        };
+        let input = judged(&[running(1, "n1", 10), running(2, "n2", 10)], &[], &protect_2).unwrap();
+        assert_eq!(input.candidates.iter().map(|c| c.job_id).collect::<Vec<_>>(), [1]);
+        let free: Vec<_> = input.nodes.iter().map(|n| (n.name.as_str(), n.free_cpus)).collect();
+        assert_eq!(free, [("n1", 0), ("n2", 0)], "what a protected job holds is not free");
+        let protected = judged(&[running(2, "n2", 10)], &[], &protect_2).unwrap_err();
+        assert_eq!(protected, [(2, Protection::PartitionModeOff("batch".into()))]);
     }
 
     fn completing_only() -> Job {

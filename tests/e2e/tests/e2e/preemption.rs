@@ -48,9 +48,12 @@ async fn bundled_preemption(cluster: &Cluster) -> anyhow::Result<(&'static str, 
     Ok(if requeues { ("requeued", JobState::Pending) } else { ("cancelled", JobState::Ended) })
 }
 
-/// A host that preempts, the test's namespace granted ranks up to any PriorityClass's (a billion).
+/// A host that preempts, the test's namespace granted ranks up to any PriorityClass's (a billion) and
+/// the jobs of `batch`, which Slurm's own rules (`preempt/partition_prio`, one tier) keep from the
+/// pods' placeholders, themselves in `batch`.
 fn start_preempting_host(cluster: &mut Cluster) -> anyhow::Result<()> {
-    let tenancy = cluster.grant(serde_json::json!({"maxPriority": 1_000_000_000}))?;
+    let grant = serde_json::json!({"maxPriority": 1_000_000_000, "preemptable": {"partitions": ["batch"]}});
+    let tenancy = cluster.grant(grant)?;
     cluster.start_host(&[("SUNK_PREEMPTION", "true"), ("SUNK_TENANCY", &tenancy)])?;
     Ok(())
 }

@@ -33,8 +33,10 @@ impl World {
             nodes.label(node, (POOL_LABEL, &cluster.namespace))?;
         }
         let namespace = format!("nodesetController.namespace={}", cluster.namespace);
-        // The run's namespace may preempt up to its preemptors' rank (the chart's default grant: none).
-        let grants = serde_json::json!([{"namespaces": [&cluster.namespace], "maxPriority": PREEMPTOR_PRIORITY}]);
+        // The run's namespace may preempt up to its preemptors' rank (the chart's default grant: none),
+        // the jobs of the default partition too, which Slurm's own rules keep from its placeholders.
+        let grants = serde_json::json!([{"namespaces": [&cluster.namespace], "maxPriority": PREEMPTOR_PRIORITY,
+                                         "preemptable": {"partitions": ["batch"]}}]);
         let grants = format!("tenancy.grants={grants}");
         let values = [
             "nodesetController.enabled=true",
