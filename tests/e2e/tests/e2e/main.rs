@@ -28,3 +28,4 @@ mod scheduler_scope;
 mod sharing;
 mod syncer;
 mod tenancy;
+mod volumes;

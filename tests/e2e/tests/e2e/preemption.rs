@@ -69,6 +69,38 @@ fn is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     conditions.iter().any(|condition| condition.type_ == "Ready" && condition.status == "True")
 }
 
+/// Slurm's own rules stand without a grant: `preempt/partition_prio` lets a job be preempted only by
+/// one of a higher-tier partition, so a pod in `batch` takes nothing from `batch`, whatever its
+/// priority. (24.11's slurmrestd does not say its preemption type: the flags state the same.)
+#[tokio::test]
+async fn without_a_grant_a_pod_preempts_only_what_slurms_rules_let_it() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("preempt-rules").await?;
+    let tenancy = cluster.grant(serde_json::json!({"maxPriority": 1_000_000_000}))?;
+    cluster.start_host(&[
+        ("SUNK_PREEMPTION", "true"),
+        ("SUNK_TENANCY", &tenancy),
+        ("SUNK_SLURM_PREEMPT_TYPE", "preempt/partition_prio"),
+        ("SUNK_SLURM_PREEMPT_MODE", "REQUEUE"),
+        ("SUNK_SLURM_PARTITION_PREEMPT_MODES", "urgent=OFF"),
+    ])?;
+    let high = Priority::create(&cluster, "high", 100).await?;
+    let jobs = [running_job(&cluster, 10, "physics").await?, running_job(&cluster, 20, "bio").await?];
+    cluster.create_pod(ranked_pod("same-tier", &high)).await?;
+    let waiting = cluster
+        .wait_pod("same-tier", "the pod to be told Slurm's rules protect the jobs", WAIT, |pod| {
+            scheduled_condition(pod).is_some_and(|(_, _, message)| message.contains("may be preempted (job"))
+        })
+        .await?;
+    let (_, _, message) = scheduled_condition(&waiting).unwrap_or_default();
+    assert!(message.contains("PriorityTier 1, not below the waiting job's 1"), "{message}");
+    for job in &jobs {
+        let listed = cluster.slurm.job(job.id()).await?.expect("listed");
+        assert_eq!(listed.state(), JobState::Running, "Slurm's rules protect it: {listed:?}");
+    }
+    drop(high);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_nothing() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt").await?;
