@@ -63,7 +63,8 @@ pub(crate) use pod_record::kubelet_counts;
 pub use pod_record::pod_record;
 pub use scope::Scope;
 pub use slurmd_pods::{SLURM_NODE_LABEL, SlurmdPods};
-pub(crate) use watched_pod::{WatchedPod, forget_managed_fields};
+pub use watched_pod::WatchedPod;
+pub(crate) use watched_pod::forget_managed_fields;
 
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies, PolicyError};

@@ -7,12 +7,16 @@
 //!   it did not submit otherwise), and no pod of the workload gone without an Event saying why;
 //! - no slurmd pod deleted, but by the run itself, while its Slurm node held a job;
 //! - no pod refused by its kubelet (`OutOfcpu`, `OutOfmemory`, `Outof<extended resource>`): the pool
-//!   is held once, so whatever Slurm gave a pod's placeholder the kubelet has too.
+//!   is held once, so whatever Slurm gave a pod's placeholder the kubelet has too;
+//! - on every Node of the pool, what Slurm's jobs hold beside the pods outside Slurm (less what hold
+//!   jobs keep for those) fits the Node's allocatable, for more than [`POOL_COLLIDES_FOR`] samples
+//!   never: a pod outside Slurm waits for its hold job at most a poll and a scheduling pass.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
 use kube::ResourceExt;
 use kube::api::ListParams;
 use sunk::slurm::{Job, JobState, JobsPage, NodesPage};
@@ -24,6 +28,8 @@ use crate::world::{POOL, World};
 const JOB_OUTLIVES_POD: Duration = Duration::from_secs(30);
 const PENDING_WITH_ROOM: Duration = Duration::from_secs(30);
 const SETTLE: Duration = Duration::from_secs(60);
+/// Samples in a row a Node's pool may collide before it is a violation.
+const POOL_COLLIDES_FOR: u32 = 3;
 /// The reasons of the host's Events that explain a pod it deleted.
 const DELETION_EVENTS: [&str; 4] = ["SlurmJobEnded", "SlurmJobPreempted", "SlurmJobRequeued", "Preempted"];
 /// What the host writes into a Slurm job's admin comment when it preempts the job for a pod.
@@ -78,6 +84,8 @@ pub struct Invariants {
     preempted_jobs: HashSet<u32>,
     /// Pods a kubelet refused to admit (by UID).
     refused_by_kubelet: HashSet<String>,
+    /// Samples in a row each pool Node's pool collided.
+    pool_collisions: HashMap<String, u32>,
 }
 
 impl Invariants {
@@ -95,6 +103,7 @@ impl Invariants {
             preempted_pods: HashSet::new(),
             preempted_jobs: HashSet::new(),
             refused_by_kubelet: HashSet::new(),
+            pool_collisions: HashMap::new(),
         }
     }
 
@@ -150,6 +159,7 @@ impl Invariants {
             .collect();
         self.slurmd_pods_kept(&pods, &nodes);
         self.no_pod_refused_by_its_kubelet(&pods);
+        self.pool_held_once(world, &nodes, &jobs).await;
         let pending_with_room = self.no_wait_with_room(&pods, workload, !idle.is_empty());
         let pool_nodes_usable = nodes.iter().filter(|node| POOL.contains(&node.name.as_str()) && usable(node)).count();
         let pool_states = nodes
@@ -270,6 +280,51 @@ impl Invariants {
             if self.refused_by_kubelet.insert(pod.uid().unwrap_or_default()) {
                 let message = status.message.as_deref().unwrap_or_default();
                 self.violation(format!("pod {} was refused by its kubelet: {reason}: {message}", pod.name_any()));
+            }
+        }
+    }
+
+    /// Draws each pool Node's ledger from every pod bound to it, its Slurm node and the hold jobs
+    /// there, and reports a Node where Slurm's jobs and the pods outside Slurm collide for longer
+    /// than a hold job takes to start.
+    async fn pool_held_once(&mut self, world: &World, slurm_nodes: &[sunk::slurm::Node], jobs: &[Job]) {
+        let kube = &world.cluster.kube;
+        let (Ok(nodes), Ok(every_pod)) = (
+            Api::<Node>::all(kube.clone()).list(&ListParams::default()).await,
+            Api::<Pod>::all(kube.clone()).list(&ListParams::default()).await,
+        ) else {
+            return;
+        };
+        let every_pod: Vec<sunk::scheduler::WatchedPod> = every_pod
+            .items
+            .iter()
+            .filter_map(|pod| serde_json::to_value(pod).ok().and_then(|value| serde_json::from_value(value).ok()))
+            .collect();
+        let pods: Vec<&sunk::scheduler::WatchedPod> = every_pod.iter().collect();
+        let through_slurm = |pod: &sunk::scheduler::WatchedPod| {
+            pod.spec.as_ref().and_then(|spec| spec.scheduler_name.as_deref()) == Some(sunk_e2e::SCHEDULER)
+        };
+        for node in nodes.items.iter().filter(|node| POOL.contains(&node.name_any().as_str())) {
+            let name = node.name_any();
+            let Some(slurm_node) = slurm_nodes.iter().find(|slurm_node| slurm_node.name == name) else { continue };
+            let Some(ledger) = sunk::pool::NodeLedger::of(node, slurm_node, &pods, through_slurm) else { continue };
+            let held = jobs
+                .iter()
+                .filter(|job| sunk::scheduler::held_node(&job.admin_comment) == Some(name.as_str()))
+                .filter(|job| job.holds_nodes())
+                .fold(sunk::slurm::Resources::default(), |sum, job| sum.plus(job.asked_per_node()));
+            let held = sunk::pool::Amounts {
+                cpu_millis: held.cpus * 1000,
+                memory_bytes: held.memory_mib * 1024 * 1024,
+                gpus: held.gpus,
+            };
+            let ledger = ledger.with_holds(held);
+            let finding = ledger.finding();
+            let colliding = matches!(finding, sunk::pool::Finding::Overcommitted { colliding: true, .. });
+            let samples = self.pool_collisions.entry(name.clone()).or_default();
+            *samples = if colliding { *samples + 1 } else { 0 };
+            if *samples == POOL_COLLIDES_FOR {
+                self.violation(format!("the pool of Node {name} is not held once: {}", ledger.describe(&finding)));
             }
         }
     }
