@@ -95,6 +95,29 @@ name is its host name, the second SlurmctldHost). */}}
 {{- if or (eq $mode "true") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}true{{ end }}
 {{- end }}
 
+{{/* Whether slurmctld serves Slurm's own metrics (slurmCluster.metrics): `auto` when the slurmctld
+image's tag names Slurm 25.11 or later, which have MetricsType (24.11's slurmctld refuses the key). */}}
+{{- define "sunk.slurmMetrics" -}}
+{{- $metrics := .Values.slurmCluster.metrics }}
+{{- $mode := toString $metrics.enabled }}
+{{- if eq $mode "true" }}true
+{{- else if eq $mode "auto" }}
+{{- $version := regexFind "^v?[0-9]+\\.[0-9]+" (toString .Values.slurmCluster.images.slurmctld.tag) | trimPrefix "v" }}
+{{- if $version }}
+{{- $parts := splitList "." $version }}
+{{- $major := atoi (index $parts 0) }}
+{{- $minor := atoi (index $parts 1) }}
+{{- if or (gt $major 25) (and (eq $major 25) (ge $minor 11)) }}true{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Whether to render the ServiceMonitor of slurmctld's metrics: the chart's Slurm serves them and the
+host's ServiceMonitor is rendered. */}}
+{{- define "sunk.slurmServiceMonitor" -}}
+{{- if and .Values.slurmCluster.enabled (include "sunk.slurmMetrics" .) (include "sunk.serviceMonitor" .) }}true{{ end }}
+{{- end }}
+
 {{/* Whether to render the PrometheusRule: `auto` only when the Prometheus Operator's API exists. */}}
 {{- define "sunk.prometheusRule" -}}
 {{- $mode := toString .Values.prometheusRule.enabled }}
