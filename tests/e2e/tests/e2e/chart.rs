@@ -185,6 +185,18 @@ async fn the_chart_renders_scope_leader_election_and_service_monitor_from_values
             && slurm.contains("SlurmctldParameters=enable_configless")
     );
     assert!(default.contains(r#"{name: SUNK_PLACEHOLDERS, value: "batch"}"#), "batch placeholders by default");
+    // Slurm's own metrics: asked for where the slurmctld image is 25.11 or later (the default 26.05),
+    // scraped by a second ServiceMonitor where the Operator's API is; never for 24.11's.
+    let metrics_type = "\n    MetricsType=metrics/openmetrics\n";
+    assert!(slurm.contains(metrics_type) && !slurm.contains("kind: ServiceMonitor"), "{slurm}");
+    let api = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"];
+    let slurm_monitored = render(&[&["--set", "slurmCluster.enabled=true"][..], &api].concat())?;
+    let scraped = ["/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler"];
+    assert!(scraped.iter().all(|path| slurm_monitored.contains(&format!("- port: slurmctld\n      path: {path}\n"))));
+    assert_eq!(slurm_monitored.matches("kind: ServiceMonitor").count(), 2, "{slurm_monitored}");
+    let old_slurm = ["--set", "slurmCluster.enabled=true", "--set", "slurmCluster.images.slurmctld.tag=24.11"];
+    let old_slurm = render(&[&old_slurm[..], &api].concat())?;
+    assert!(!old_slurm.contains(metrics_type) && !old_slurm.contains("path: /metrics/nodes"), "{old_slurm}");
     assert!(!slurm.contains("\n  topology.yaml: "), "no topology unless given one");
     let topology = std::env::temp_dir().join(format!("{}-topology.yaml", cluster.namespace));
     std::fs::write(&topology, "- topology: default\n  tree:\n    switches:\n      - switch: leaf1\n")?;

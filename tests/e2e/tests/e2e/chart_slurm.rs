@@ -23,6 +23,7 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod_and_u
     for pod in release.pods_of("slurmd").await? {
         assert!(NODES.contains(&node_name(&pod).unwrap_or_default()), "a slurmd pod outside the test's Nodes");
     }
+    slurmctld_serves_slurms_own_metrics_on_26_05(&release)?;
 
     // A pod for this release's scheduler gets a job in this release's Slurm and runs where it says.
     let mut example = pod("example", "500m", "256Mi");
@@ -98,6 +99,48 @@ async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_runn
     .await?;
     wait_idle(&release, &*NODES).await?;
     Ok(())
+}
+
+/// Slurm's own metrics (`slurmCluster.metrics.enabled: auto`): on 26.05, slurm.conf asks for them and
+/// slurmctld serves every path the chart's ServiceMonitor scrapes through its Service, both NodeSet
+/// nodes in them; 24.11's slurm.conf does not ask (its slurmctld would refuse `MetricsType`).
+/// Checked in the install test's release (an install is most of a chart test's time), before any
+/// job: only the nodes' gauges are compared.
+fn slurmctld_serves_slurms_own_metrics_on_26_05(release: &Release) -> anyhow::Result<()> {
+    let config = release.slurm(&["scontrol", "show", "config"])?;
+    let metrics_type = config.lines().find(|line| line.starts_with("MetricsType")).map(str::to_string);
+    if sunk_e2e::slurm_version() == "24.11" {
+        assert_eq!(metrics_type, None, "24.11 has no metrics plugin to ask for");
+        return Ok(());
+    }
+    let metrics_type = metrics_type.unwrap_or_default();
+    assert!(metrics_type.ends_with("metrics/openmetrics"), "scontrol show config: {metrics_type:?}");
+    // The Service's name, not slurmctld's host name (inside its pod, that is the pod itself).
+    let base = format!("http://{}-slurmctld.{}.svc.cluster.local:6817", release.name, release.namespace());
+    let get = |path: &str| release.slurm(&["curl", "-sSf", "--max-time", "10", &format!("{base}{path}")]);
+    let nodes = get("/metrics/nodes")?;
+    assert_eq!(gauge(&nodes, "slurm_nodes"), Some(NODES.len() as f64), "/metrics/nodes:\n{nodes}");
+    for node in *NODES {
+        // The NodeSet's slurmd pods are limited to 1 CPU: CPUs=1.
+        let cpus = gauge(&nodes, &format!("slurm_node_cpus{{node=\"{node}\"}}"));
+        assert_eq!(cpus, Some(1.0), "{node}'s CPUs in /metrics/nodes:\n{nodes}");
+    }
+    let partitions = get("/metrics/partitions")?;
+    let batch = gauge(&partitions, "slurm_partition_nodes{partition=\"batch\"}");
+    assert_eq!(batch, Some(NODES.len() as f64), "/metrics/partitions:\n{partitions}");
+    let jobs = get("/metrics/jobs")?;
+    assert!(gauge(&jobs, "slurm_jobs").is_some(), "/metrics/jobs:\n{jobs}");
+    let scheduler = get("/metrics/scheduler")?;
+    assert!(gauge(&scheduler, "slurm_schedule_cycle_cnt").is_some(), "/metrics/scheduler:\n{scheduler}");
+    Ok(())
+}
+
+/// The value of one series (`name` or `name{label="value"}`, as Slurm writes it) in a scrape.
+fn gauge(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        let (name, value) = line.rsplit_once(' ')?;
+        (name.trim() == series).then(|| value.trim().parse().ok()).flatten()
+    })
 }
 
 /// `helm uninstall` of a release whose pods for sunk are gone: nothing of it is left.
