@@ -45,7 +45,8 @@ pub struct NodeSetSpec {
     pub tolerations: Vec<Toleration>,
     /// The slurmd pod. The container named `slurmd` (else the first) gets the slurmd arguments, the
     /// `POD_IP` variable and the Slurm key; the host owns the pod's name, `nodeName` and labels below
-    /// `sunk.dev/`.
+    /// `sunk.dev/`, and its `hostname` when the template sets a `subdomain`: the Slurm node's name, so
+    /// that `<node>.<subdomain>` resolves through a headless Service of that name.
     pub template: PodTemplate,
     /// Slurm features of the nodes; the NodeSet's name is always one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

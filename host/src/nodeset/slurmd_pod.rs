@@ -3,7 +3,8 @@
 //! The pod is pinned with `nodeName` (it can only ever run on its Node, and no scheduler, sunk's
 //! included, should look at it). Its slurmd runs as a dynamic node:
 //! `slurmd -D -Z -N <slurm node> --conf-server <slurmctld> --conf "<node conf>"`, configless, with
-//! the cluster's key from a Secret at `/etc/slurm/slurm.key`.
+//! the cluster's key from a Secret at `/etc/slurm/slurm.key`. A template with a `subdomain` gets
+//! the Slurm node's name as the pod's `hostname`, so that the node's name resolves to its pod.
 
 use std::collections::BTreeMap;
 
@@ -90,6 +91,12 @@ pub fn build(
 
     let mut spec = template.spec.unwrap_or_default();
     spec.node_name = Some(placement.kube_node.into());
+    // Under a subdomain (a headless Service of that name over the slurmd pods), each pod is its Slurm
+    // node by name too: `<slurm node>.<subdomain>.<namespace>.svc` resolves to it, for MPI and users'
+    // code. A Slurm node name is always a DNS label (naming.rs).
+    if spec.subdomain.as_deref().is_some_and(|subdomain| !subdomain.is_empty()) {
+        spec.hostname = Some(placement.slurm_node.into());
+    }
     // Slurm jobs run in the slurmd container: no API token for them unless the template asks for one.
     spec.automount_service_account_token.get_or_insert(false);
     spec.tolerations = Some(selection.tolerations().to_vec());

@@ -115,6 +115,22 @@ fn the_revision_follows_what_shapes_pods_only() {
 }
 
 #[test]
+fn under_a_subdomain_the_pods_host_name_is_its_slurm_nodes() {
+    let plain = build_for(&nodeset(simple())).spec.unwrap();
+    assert_eq!((plain.hostname, plain.subdomain), (None, None), "the pod's own name without a subdomain");
+    let mut template = simple();
+    template["spec"]["subdomain"] = "sunk-slurmd".into();
+    // One host name for every pod of the NodeSet would resolve to any of them: the host's wins.
+    template["spec"]["hostname"] = "slurmd".into();
+    let spec = build_for(&nodeset(template)).spec.unwrap();
+    assert_eq!(spec.hostname.as_deref(), Some("worker-1"), "<slurm node>.sunk-slurmd resolves to the pod");
+    assert_eq!(spec.subdomain.as_deref(), Some("sunk-slurmd"));
+    let mut empty = simple();
+    empty["spec"]["subdomain"] = "".into();
+    assert_eq!(build_for(&nodeset(empty)).spec.unwrap().hostname, None, "an empty subdomain is none");
+}
+
+#[test]
 fn a_slurmd_pod_gets_no_api_token_unless_its_template_asks_for_one() {
     let spec = build_for(&nodeset(simple())).spec.unwrap();
     assert_eq!(spec.automount_service_account_token, Some(false), "Slurm jobs run in this pod");
