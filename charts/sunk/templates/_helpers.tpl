@@ -48,6 +48,8 @@ name is its host name, the second SlurmctldHost). */}}
 {{- define "sunk.slurmdbd" -}}{{ include "sunk.fullname" . }}-slurmdbd{{- end }}
 {{- define "sunk.mariadb" -}}{{ include "sunk.fullname" . }}-mariadb{{- end }}
 {{- define "sunk.login" -}}{{ include "sunk.fullname" . }}-login{{- end }}
+{{/* With slurmCluster.nodeDns: the headless Service over every slurmd pod, their subdomain. */}}
+{{- define "sunk.slurmdService" -}}{{ include "sunk.fullname" . }}-slurmd{{- end }}
 {{- define "sunk.homeClaim" -}}
 {{- .Values.slurmCluster.home.existingClaim | default (printf "%s-home" (include "sunk.fullname" .)) }}
 {{- end }}
