@@ -4,8 +4,10 @@
 //! accounted once it is back; `squeue` and `sacct` on the login pod
 //! list the user's jobs beside a pod's placeholder; `helm test` logs in as the user; an upgrade that
 //! replaces the login pod keeps its host key. With the users in the chart's companion LDAP directory
-//! instead of files, the same user logs in and their job runs as them.
+//! instead of files, the same user logs in and their job runs as them. Slurm node names resolve on
+//! the login pod and in jobs, and an MPI program the user builds there runs a rank on each node.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -156,6 +158,44 @@ fn directory_values(public_key: &str) -> Vec<String> {
     values
 }
 
+/// The values of a cluster whose one user, with `public_key`, is in files, with a shared home and a
+/// login node (no accounting, no directory).
+fn login_values(public_key: &str) -> Vec<String> {
+    let identity = json!({
+        "users": [{"name": USER, "uid": 1000, "gid": 1000, "sshAuthorizedKeys": [public_key]}],
+        "groups": [{"name": USER, "gid": 1000}],
+    });
+    let mut values = Vec::new();
+    for (key, value) in [
+        ("slurmCluster.identity", identity),
+        ("slurmCluster.home", json!({"enabled": true, "size": "1Gi"})),
+        ("slurmCluster.login", json!({"enabled": true})),
+    ] {
+        values.extend(["--set-json".to_string(), format!("{key}={value}")]);
+    }
+    values
+}
+
+/// An MPI program: each rank prints its host, its rank, the size and a sum the ranks reduce over
+/// the network (3 with two ranks).
+const MPI_HELLO: &str = r#"#include <mpi.h>
+#include <stdio.h>
+
+int main(int argc, char **argv) {
+    int rank, size, len, sum = 0;
+    char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(host, &len);
+    int mine = rank + 1;
+    MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("%s rank %d of %d sum %d\n", host, rank, size, sum);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
 /// The job's accounting line `user|account|state` on the login pod, once it has one.
 async fn wait_accounted(ssh: &SshClient, job: &str, state: &str) -> anyhow::Result<String> {
     wait_for(&format!("sacct on the login pod to list job {job} {state}"), READY, || async {
@@ -280,5 +320,63 @@ async fn a_user_of_the_companion_directory_logs_in_and_their_job_runs_as_them() 
     assert_eq!(output, format!("{USER}\nml\n/home/{USER}\n"), "the job's identity, from the directory");
     let user = ssh.run(&format!("squeue -h -t all -j {job} -o %u"))?;
     assert_eq!(user.trim(), USER, "slurmctld names the job's user from the directory too");
+    Ok(())
+}
+
+#[tokio::test]
+async fn slurm_node_names_resolve_on_the_login_pod_and_in_jobs_and_an_mpi_job_spans_both_nodes() -> anyhow::Result<()> {
+    let _home: StaticVolume;
+    let release = Release::new("chart-dns").await?;
+    _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
+    let mut ssh = SshClient::new(&release)?;
+    release.install_with(&login_values(&ssh.public_key()?), &[("login", 1)]).await?;
+    ssh.trust_login_of(&release)?;
+    ssh.wait_login().await?;
+    // What each Slurm node's name must resolve to: its slurmd pod's address.
+    let mut addresses = BTreeMap::new();
+    for node in *NODES {
+        let pod = slurmd_on(&release, node).await?.ok_or_else(|| anyhow::anyhow!("no slurmd pod on {node}"))?;
+        addresses.insert(node, pod.status.and_then(|status| status.pod_ip).unwrap_or_default());
+    }
+    let mut nodes = NODES.to_vec();
+    nodes.sort_unstable();
+
+    // A step on both nodes: each slurmd pod's host name is its Slurm node's.
+    let hosts = ssh.run("srun -N2 --ntasks-per-node=1 --mem=100 hostname")?;
+    let mut hosts: Vec<&str> = hosts.lines().map(str::trim).collect();
+    hosts.sort_unstable();
+    assert_eq!(hosts, nodes, "srun -N2 hostname on the login pod");
+
+    // Each node's bare name resolves to its pod on the login pod, and in a job on the other node
+    // (through the search path; the headless Service's records may take a moment to appear).
+    let lookups = [(None, NODES[0]), (None, NODES[1]), (Some(NODES[0]), NODES[1]), (Some(NODES[1]), NODES[0])];
+    for (from, to) in lookups {
+        let lookup = match from {
+            None => format!("getent hosts {to}"),
+            Some(node) => format!("srun -N1 -w {node} --mem=100 getent hosts {to}"),
+        };
+        let resolved = wait_for(&format!("`{lookup}` to answer"), READY, || async {
+            let answer = ssh.run(&lookup).ok()?;
+            answer.split_whitespace().next().map(str::to_string)
+        })
+        .await?;
+        assert_eq!(resolved, addresses[to], "`{lookup}`: {to}'s slurmd pod is at {}", addresses[to]);
+    }
+
+    // An MPI program built with mpicc on the login pod, in the shared home, runs a rank on each node
+    // (PMI-2 through slurmstepd); the ranks reduce a sum across the two pods.
+    ssh.run(&format!("cat > mpi-hello.c <<'EOF'\n{MPI_HELLO}EOF\nmpicc -o mpi-hello mpi-hello.c"))?;
+    let output = ssh.run("srun --mpi=pmi2 -N2 --ntasks-per-node=1 --mem=100 ./mpi-hello")?;
+    let mut ranks: Vec<(String, String)> = output
+        .lines()
+        .filter_map(|line| line.trim().split_once(' '))
+        .map(|(host, rest)| (host.to_string(), rest.to_string()))
+        .collect();
+    ranks.sort_unstable();
+    let ran_on: Vec<&str> = ranks.iter().map(|(host, _)| host.as_str()).collect();
+    assert_eq!(ran_on, nodes, "a rank on each node: {output}");
+    let mut said: Vec<&str> = ranks.iter().map(|(_, rest)| rest.as_str()).collect();
+    said.sort_unstable();
+    assert_eq!(said, ["rank 0 of 2 sum 3", "rank 1 of 2 sum 3"], "{output}");
     Ok(())
 }
