@@ -108,9 +108,11 @@ impl Leadership {
         // release, the dead leader's last renewal): until then only the acquisition time counts.
         let mut confirmed: Option<SystemTime> = None;
         // Waiting for the Lease already consumed the watch's news of the takeover itself.
-        if let News::Held(expires) = news(observed.borrow_and_update().as_ref(), &config.identity, false) {
+        let seen = observed.borrow_and_update();
+        if let News::Held(expires) = news(seen.as_ref(), &config.identity, false, SystemTime::now()) {
             confirmed = expires;
         }
+        drop(seen);
         let mut watching = true;
         let mut renewing = std::pin::pin!(renew(manager, Duration::ZERO));
         loop {
@@ -127,7 +129,8 @@ impl Leadership {
                 },
                 changed = observed.changed(), if watching => {
                     watching = changed.is_ok();
-                    match news(observed.borrow_and_update().as_ref(), &config.identity, confirmed.is_some()) {
+                    let seen = observed.borrow_and_update().clone();
+                    match news(seen.as_ref(), &config.identity, confirmed.is_some(), SystemTime::now()) {
                         News::Held(expires) => confirmed = expires.or(confirmed),
                         News::Lost(reason) => return reason,
                         News::Stale => {}
@@ -149,13 +152,19 @@ enum News {
     /// No longer ours: stop writing.
     Lost(String),
     /// Seen before the watch first showed this process as the holder, so older than the takeover
-    /// (a release, the dead leader's last renewal): says nothing about the claim.
+    /// (a release, the dead leader's last renewal), or this process's own claim already run out (a
+    /// renewal from before it was stopped, while the watch has not caught up): says nothing about
+    /// the claim. Believed, such a claim would end every new term at once, and the host would take
+    /// and lose the Lease in a loop, hundreds of times a second, until the watch caught up.
     Stale,
 }
 
-fn news(seen: Option<&Observed>, identity: &str, confirmed: bool) -> News {
+fn news(seen: Option<&Observed>, identity: &str, confirmed: bool, now: SystemTime) -> News {
     match seen {
-        Some(seen) if seen.is_held_by(identity) => News::Held(seen.expires),
+        Some(seen) if seen.is_held_by(identity) => match seen.expires {
+            Some(expires) if expires <= now => News::Stale,
+            expires => News::Held(expires),
+        },
         Some(seen) if confirmed => {
             News::Lost(format!("the Lease is now held by {}", seen.holder.as_deref().unwrap_or("nobody")))
         }
@@ -226,10 +235,21 @@ mod tests {
         }
     }
 
+    /// The wall clock of these tests: second 10.
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(10)
+    }
+
     #[test]
     fn a_leader_ignores_what_predates_its_takeover() {
-        for seen in [None, Some(held_by(None, 5)), Some(held_by(Some("dead"), 5))] {
-            assert_eq!(news(seen.as_ref(), "me", false), News::Stale, "{seen:?}");
+        let own_run_out = Some(held_by(Some("me"), 5));
+        for seen in [None, Some(held_by(None, 5)), Some(held_by(Some("dead"), 5)), own_run_out] {
+            for confirmed in [false, true] {
+                if confirmed && seen.as_ref().is_some_and(|seen| !seen.is_held_by("me")) {
+                    continue;
+                }
+                assert_eq!(news(seen.as_ref(), "me", confirmed, now()), News::Stale, "{seen:?}");
+            }
         }
     }
 
@@ -237,13 +257,13 @@ mod tests {
     fn a_leader_follows_its_renewals() {
         let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(20);
         for confirmed in [false, true] {
-            assert_eq!(news(Some(&held_by(Some("me"), 20)), "me", confirmed), News::Held(Some(expires)));
+            assert_eq!(news(Some(&held_by(Some("me"), 20)), "me", confirmed, now()), News::Held(Some(expires)));
         }
     }
 
     #[test]
     fn a_confirmed_leader_loses_to_another_holder_or_a_release() {
-        let lost = |seen: Observed| match news(Some(&seen), "me", true) {
+        let lost = |seen: Observed| match news(Some(&seen), "me", true, now()) {
             News::Lost(reason) => reason,
             other => panic!("{other:?}"),
         };
