@@ -57,7 +57,7 @@ async fn expect_those_there_now(api: &Api<PolicyModule>, loads: &Loads) {
         match api.list(&ListParams::default()).await {
             Ok(list) => return loads.expect(list.items.iter().map(ResourceExt::name_any)),
             // No CRD, no PolicyModule: the bundled and directory policies are all there is.
-            Err(kube::Error::Api(status)) if status.code == 404 => return loads.expect([]),
+            Err(error) if crate::kube::is_gone(&error) => return loads.expect([]),
             Err(error) if attempt == 0 => tracing::warn!(%error, "cannot list PolicyModules; decisions wait for them"),
             Err(error) => tracing::debug!(%error, "cannot list PolicyModules yet"),
         }

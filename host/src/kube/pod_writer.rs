@@ -6,7 +6,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, Resource, ResourceExt};
 
-use super::EventRecorder;
+use super::{EventRecorder, gone_is_done, gone_or_replaced_is_done, is_gone_or_replaced};
 use serde_json::json;
 
 /// Binds, annotates and deletes pods, and records events about them. A pod is named by its
@@ -87,11 +87,10 @@ impl PodWriter {
             ..Default::default()
         };
         let patch = json!({ "status": { "conditions": [condition] } });
-        match self.api(pod).patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await {
-            // Deleted since the pass began: nothing is waiting any more.
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            other => other.map(drop),
-        }
+        // Deleted since the pass began: nothing is waiting any more.
+        gone_is_done(
+            self.api(pod).patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await,
+        )
     }
 
     /// Deletes the pod with its own grace period; a pod already gone (or replaced) is left alone.
@@ -100,10 +99,7 @@ impl PodWriter {
             preconditions: Some(Preconditions { uid: pod.uid(), resource_version: None }),
             ..Default::default()
         };
-        match self.api(pod).delete(&pod.name_any(), &params).await {
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-            other => other.map(drop),
-        }
+        gone_or_replaced_is_done(self.api(pod).delete(&pod.name_any(), &params).await)
     }
 
     /// Evicts the pod with `grace_seconds` (the Eviction API, which honours PodDisruptionBudgets).
@@ -120,7 +116,7 @@ impl PodWriter {
         let api: Api<Pod> = Api::namespaced(self.evictions.clone(), &pod.namespace().unwrap_or_default());
         match api.evict(&pod.name_any(), &params).await {
             Ok(_) => Ok(None),
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(None),
+            Err(error) if is_gone_or_replaced(&error) => Ok(None),
             // TooManyRequests: evicting it now would break a PodDisruptionBudget.
             Err(kube::Error::Api(status)) if status.code == 429 => Ok(Some(status.message)),
             Err(error) => Err(error),

@@ -26,7 +26,7 @@ where
                 return;
             }
             Err(error) if !warned => {
-                let absent = matches!(&error, kube::Error::Api(status) if status.code == 404);
+                let absent = super::is_gone(&error);
                 let hint = if absent { missing.to_owned() } else { format!("{kind}s cannot be listed") };
                 tracing::warn!(%error, "{hint}; waiting for it");
                 warned = true;

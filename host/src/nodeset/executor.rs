@@ -15,6 +15,7 @@ use super::resource::NodeSet;
 use super::settings::Settings;
 use super::slurmd_pod::{self, Placement};
 use super::targets::selection;
+use crate::kube::{gone_is_done, gone_or_replaced_is_done};
 use crate::slurm::{NodeSnapshot, NodeUpdate};
 
 /// What the steps of one pass refer to.
@@ -145,10 +146,7 @@ async fn unmark_pod(ctx: &Context, nodeset: &NodeSet, pod: &str) -> Result<(), E
 }
 
 async fn patch_pod(ctx: &Context, nodeset: &NodeSet, pod: &str, patch: serde_json::Value) -> Result<(), Error> {
-    match pods(ctx, nodeset).patch(pod, &PatchParams::default(), &Patch::Merge(patch)).await {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        other => other.map(drop).map_err(Error::from),
-    }
+    Ok(gone_is_done(pods(ctx, nodeset).patch(pod, &PatchParams::default(), &Patch::Merge(patch)).await)?)
 }
 
 /// Deletes the pod with its own grace period, only if it is still the one planned for.
@@ -157,10 +155,7 @@ async fn delete_pod(ctx: &Context, nodeset: &NodeSet, pod: &str, uid: &str) -> R
         preconditions: Some(Preconditions { uid: Some(uid.to_owned()), resource_version: None }),
         ..Default::default()
     };
-    match pods(ctx, nodeset).delete(pod, &params).await {
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-        other => other.map(drop).map_err(Error::from),
-    }
+    Ok(gone_or_replaced_is_done(pods(ctx, nodeset).delete(pod, &params).await)?)
 }
 
 async fn create_pod(ctx: &Context, pass: &Pass<'_>, kube_node: &str, slurm_node: &str) -> Result<(), Error> {

@@ -22,6 +22,7 @@ use super::settings::{self, Settings, SpecErrors, Strategy, parse_duration};
 use super::slurmd_pod::revision;
 use super::status::{self, StatusInput, what_blocks};
 use super::targets::{self, key_of, pod_owner};
+use crate::kube::gone_is_done;
 
 /// Even a settled NodeSet is looked at again this often (claims between NodeSets, missed events).
 const RESYNC: Duration = Duration::from_secs(120);
@@ -176,8 +177,5 @@ async fn set_finalizer(ctx: &Context, nodeset: &NodeSet, present: bool) -> Resul
     }
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": nodeset.resource_version()}});
     let api = Api::<NodeSet>::namespaced(ctx.client.clone(), &nodeset.namespace().unwrap_or_default());
-    match api.patch(&nodeset.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        other => other.map(drop).map_err(Error::from),
-    }
+    Ok(gone_is_done(api.patch(&nodeset.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?)
 }

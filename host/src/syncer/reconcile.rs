@@ -20,6 +20,7 @@ use super::causes;
 use super::context::{Context, Error};
 use super::decide::{self, Action, DecideInput, Decided, View, Withheld, decide};
 use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
+use crate::kube::gone_is_done;
 use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, SlurmNodeOwner, controlling_nodeset, node_context};
 use crate::policy::worlds::NodeEventInput;
 use crate::policy::{NodeEvent, SlurmStateChange};
@@ -107,7 +108,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     let now = Timestamp::now().to_string();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
     if let Some(patch) = mirror::annotation_patch(&pod, &annotations) {
-        ignore_gone(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?;
+        gone_is_done(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?;
     }
     let cordoned = cordoned(&node);
     if view == View::Stale {
@@ -116,11 +117,11 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
         return Ok(Requeue::requeue(RETRY));
     }
     if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(listed), &now) {
-        ignore_gone(pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await)?;
+        gone_is_done(pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
     if let Some(patch) = mirror::node_status_patch(&node, listed, &now) {
         let nodes: Api<Node> = Api::all(ctx.client.clone());
-        ignore_gone(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
+        gone_is_done(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
     // Where a slow cordon -> drain goes: a pass over a Node holds back the next one over it.
     tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced");
@@ -300,11 +301,4 @@ async fn slurm_state_annotations(
 
 fn who(node: &slurm::Node) -> &str {
     if node.reason_set_by_user.is_empty() { "Slurm" } else { &node.reason_set_by_user }
-}
-
-fn ignore_gone(result: kube::Result<impl Sized>) -> Result<(), Error> {
-    match result {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        other => other.map(drop).map_err(Error::from),
-    }
 }
