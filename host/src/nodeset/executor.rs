@@ -78,8 +78,11 @@ async fn take(ctx: &Context, pass: &Pass<'_>, step: &Step) -> Result<(), Error> 
             ctx.publish(nodeset, warning, reason, "Delete", note).await;
         }
         Step::Drain { pod, slurm_node, cause, in_slurm } => {
-            let reason =
-                if *in_slurm { Some(drain_reason_for(ctx, pass, pod, slurm_node, &cause.to_string())?) } else { None };
+            let reason = if *in_slurm {
+                Some(drain_reason_for(ctx, pass, pod, slurm_node, &cause.to_string()).await?)
+            } else {
+                None
+            };
             mark_pod(ctx, nodeset, pod, reason.as_deref()).await?;
             if let Some(reason) = reason {
                 ctx.slurm.update_node(slurm_node, &NodeUpdate::drain(&reason)).await?;
@@ -107,8 +110,14 @@ fn pods(ctx: &Context, nodeset: &NodeSet) -> Api<Pod> {
     Api::namespaced(ctx.client.clone(), &nodeset.namespace().unwrap_or_default())
 }
 
-/// Asks the drain policy (on a blocking thread: a decision may compute for its whole budget).
-fn drain_reason_for(ctx: &Context, pass: &Pass<'_>, pod: &str, slurm_node: &str, why: &str) -> Result<String, Error> {
+/// Asks the drain policy (see [`crate::decisions::off_io`]).
+async fn drain_reason_for(
+    ctx: &Context,
+    pass: &Pass<'_>,
+    pod: &str,
+    slurm_node: &str,
+    why: &str,
+) -> Result<String, Error> {
     let kube_node = ctx
         .pods
         .state()
@@ -120,7 +129,7 @@ fn drain_reason_for(ctx: &Context, pass: &Pass<'_>, pod: &str, slurm_node: &str,
     let context = node_context(slurm_node, kube_node.as_deref(), slurm);
     let namespace = pass.nodeset.namespace().unwrap_or_default();
     let input = termination_event(&namespace, pod, why, context);
-    let decision = tokio::task::block_in_place(|| ctx.policies.drain.decide(&input));
+    let decision = crate::decisions::off_io(|| ctx.policies.drain.decide(&input)).await;
     Ok(drain_reason::reason(decision, &input)?)
 }
 

@@ -69,7 +69,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     let believed = ctx.own_writes.believed(listed, snapshot.confirmed_at);
 
     let started = std::time::Instant::now();
-    let mut decided = decide_for(&ctx, &node, &pod, &believed, view)?;
+    let mut decided = decide_for(&ctx, &node, &pod, &believed, view).await?;
     // The listing may predate someone else's drain by a poll (an administrator's, 0.4 s before a
     // cordon): a write is decided again on the node as Slurm has it now, so it never lands on a
     // reason sunk did not write. The window left is this read's round trip.
@@ -80,7 +80,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
             return Ok(Requeue::requeue(RETRY));
         };
         let fresh = ctx.own_writes.believed(&fresh, asked_at).into_owned();
-        decided = decide_for(&ctx, &node, &pod, &fresh, View::Fresh)?;
+        decided = decide_for(&ctx, &node, &pod, &fresh, View::Fresh).await?;
         Cow::Owned(fresh)
     } else {
         believed
@@ -169,7 +169,13 @@ fn believed_pod<'a>(pods: &[Arc<Pod>], snapshot: &'a NodeSnapshot) -> Option<(Ar
     })
 }
 
-fn decide_for(ctx: &Context, node: &Node, pod: &Pod, slurm_node: &slurm::Node, view: View) -> Result<Decided, Error> {
+async fn decide_for(
+    ctx: &Context,
+    node: &Node,
+    pod: &Pod,
+    slurm_node: &slurm::Node,
+    view: View,
+) -> Result<Decided, Error> {
     let causes = causes::present(node, pod, &ctx.watched_conditions);
     let drained_for = pod.annotations().get(DRAINED_FOR_ANNOTATION).map(String::as_str);
     let input = DecideInput {
@@ -181,12 +187,12 @@ fn decide_for(ctx: &Context, node: &Node, pod: &Pod, slurm_node: &slurm::Node, v
         nodeset_owned: pod.annotations().contains_key(DRAIN_SINCE_ANNOTATION),
     };
     let context = node_context(&slurm_node.name, Some(node), Some(slurm_node));
-    // A decision may compute for its whole fuel budget: off the async workers.
-    let decided = tokio::task::block_in_place(|| {
+    let decided = crate::decisions::off_io(|| {
         decide(&input, |event| {
             ctx.policies.drain.decide(&NodeEventInput { event: event.clone(), node: context.clone() })
         })
-    })?;
+    })
+    .await?;
     Ok(decided)
 }
 
@@ -295,7 +301,7 @@ async fn slurm_state_annotations(
         event: NodeEvent::SlurmStateChanged(change),
         node: node_context(&slurm_node.name, Some(node), Some(slurm_node)),
     };
-    let decision = tokio::task::block_in_place(|| ctx.policies.drain.decide(&input))?;
+    let decision = crate::decisions::off_io(|| ctx.policies.drain.decide(&input)).await?;
     Ok(decision.annotations)
 }
 
