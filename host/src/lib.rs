@@ -6,6 +6,7 @@
 pub mod cli;
 mod decisions;
 pub mod delivery;
+pub mod error;
 mod failpoint;
 pub mod heap;
 pub mod http;

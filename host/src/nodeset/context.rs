@@ -1,4 +1,4 @@
-//! What every NodeSet reconcile shares, and how one fails.
+//! What every NodeSet reconcile shares.
 
 use std::sync::Arc;
 
@@ -11,8 +11,8 @@ use super::reported_blocks::ReportedBlocks;
 use super::resource::NodeSet;
 use super::slurmd_pod::ClusterSettings;
 use crate::kube::{EventRecorder, ReconcileMetrics};
-use crate::policy::{Policies, PolicyError};
-use crate::slurm::{NodeCache, Slurm, SlurmError};
+use crate::policy::Policies;
+use crate::slurm::{NodeCache, Slurm};
 
 pub struct Context {
     pub client: Client,
@@ -29,18 +29,6 @@ pub struct Context {
     pub blocking_jobs: BlockingJobs,
     pub reported_blocks: ReportedBlocks,
     pub metrics: ReconcileMetrics,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error(transparent)]
-    Slurm(#[from] SlurmError),
-    #[error("the drain policy decided nothing: {0}")]
-    Policy(#[from] PolicyError),
-    #[error("the Node {0} of a pod to create is gone")]
-    NodeGone(String),
 }
 
 impl Context {

@@ -12,13 +12,14 @@ use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use super::blocking_jobs::BlockingJobs;
-use super::context::{Context, Error};
+use super::context::Context;
 use super::naming::{NODESET_LABEL, SLURM_NODE_LABEL, short_hash};
 use super::owner::SlurmNodeOwner;
 use super::reconcile::{error_policy, reconcile};
 use super::resource::NodeSet;
 use super::slurmd_pod::ClusterSettings;
 use super::targets::pod_owner;
+use crate::error::Error;
 use crate::kube::{EventRecorder, ReconcileMetrics};
 use crate::policy::Policies;
 use crate::slurm::{NodeCache, NodeChange, Slurm};

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
-use super::context::{Context, Error};
+use super::context::Context;
 use super::drain_reason::{self, node_context, termination_event};
 use super::naming::{DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION};
 use super::plan::{Cause, Step, Target};
@@ -15,6 +15,7 @@ use super::resource::NodeSet;
 use super::settings::Settings;
 use super::slurmd_pod::{self, Placement};
 use super::targets::selection;
+use crate::error::Error;
 use crate::kube::{gone_is_done, gone_or_replaced_is_done};
 use crate::slurm::{NodeSnapshot, NodeUpdate};
 

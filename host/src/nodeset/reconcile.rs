@@ -11,7 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::context::{Context, Error};
+use super::context::Context;
 use super::executor::{self, Pass};
 use super::naming::NODESET_FINALIZER;
 use super::observed::ObservedPod;
@@ -22,6 +22,7 @@ use super::settings::{self, Settings, SpecErrors, Strategy, parse_duration};
 use super::slurmd_pod::revision;
 use super::status::{self, StatusInput, what_blocks};
 use super::targets::{self, key_of, pod_owner};
+use crate::error::Error;
 use crate::kube::gone_is_done;
 
 /// Even a settled NodeSet is looked at again this often (claims between NodeSets, missed events).

@@ -11,7 +11,8 @@ use super::conditions::WaitReason;
 use super::job_cache::Placeholder;
 use super::link;
 use super::timing::RETRY;
-use super::{Context, Error, conditions, node_room};
+use super::{Context, conditions, node_room};
+use crate::error::Error;
 use crate::slurm::{Job, JobUpdate, expand_hostlist};
 
 /// How long a running job may hold a Slurm node no slurmd pod is known to host before it is

@@ -67,8 +67,8 @@ pub use watched_pod::WatchedPod;
 pub(crate) use watched_pod::forget_managed_fields;
 
 use crate::kube::PodWriter;
-use crate::policy::{self, Policies, PolicyError};
-use crate::slurm::{NodeCache, Slurm, SlurmError};
+use crate::policy::{self, Policies};
+use crate::slurm::{NodeCache, Slurm};
 use crate::tenancy::Tenancy;
 use grants::Grants;
 use placement::Placement;
@@ -163,19 +163,6 @@ impl Context {
     pub fn placeholder_kind(&self) -> PlaceholderKind {
         self.placeholders.kind(self.slurm.api())
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error(transparent)]
-    Slurm(#[from] SlurmError),
-    #[error(transparent)]
-    Policy(#[from] PolicyError),
-    /// A failure several pods share (one job array's submission).
-    #[error(transparent)]
-    SharedSlurm(Arc<SlurmError>),
 }
 
 /// The installation a scheduler named `scheduler_name` is in this cluster.

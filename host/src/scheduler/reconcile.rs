@@ -23,7 +23,8 @@ use super::pod_phase::leaving;
 use super::preemption::TakenBySlurm;
 use super::submit::Placement;
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
-use super::{Context, Error, bind, conditions, gang, held, preemption, submit};
+use super::{Context, bind, conditions, gang, held, preemption, submit};
+use crate::error::Error;
 use crate::slurm::JobState;
 
 pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action, Error> {

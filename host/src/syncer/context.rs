@@ -1,4 +1,4 @@
-//! What every Syncer pass shares, and how one fails.
+//! What every Syncer pass shares.
 
 use std::sync::Arc;
 
@@ -9,8 +9,8 @@ use kube::runtime::reflector::Store;
 use super::metrics::SyncerMetrics;
 use super::own_writes::OwnWrites;
 use crate::kube::EventRecorder;
-use crate::policy::{Policies, PolicyError};
-use crate::slurm::{NodeCache, Slurm, SlurmError};
+use crate::policy::Policies;
+use crate::slurm::{NodeCache, Slurm};
 
 pub struct Context {
     pub client: Client,
@@ -27,14 +27,4 @@ pub struct Context {
     pub metrics: SyncerMetrics,
     /// What the Syncer last wrote to each Slurm node, until a listing shows it.
     pub own_writes: OwnWrites,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error(transparent)]
-    Slurm(#[from] SlurmError),
-    #[error("the drain policy decided nothing: {0}")]
-    Policy(#[from] PolicyError),
 }

@@ -17,9 +17,10 @@ use kube::runtime::controller::Action as Requeue;
 use kube::{Resource, ResourceExt};
 
 use super::causes;
-use super::context::{Context, Error};
+use super::context::Context;
 use super::decide::{self, Action, DecideInput, Decided, View, Withheld, decide};
 use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
+use crate::error::Error;
 use crate::kube::gone_is_done;
 use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, SlurmNodeOwner, controlling_nodeset, node_context};
 use crate::policy::worlds::NodeEventInput;

@@ -33,7 +33,8 @@ use super::placeholder;
 use super::placement::Verdict;
 use super::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY};
-use super::{Context, Error, conditions, exclusions, pod_lookup, submit};
+use super::{Context, conditions, exclusions, pod_lookup, submit};
+use crate::error::Error;
 use crate::slurm::{SlurmError, expand_hostlist};
 
 /// A group, by namespace and name.

@@ -8,9 +8,10 @@
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::Api;
 
+use super::super::Context;
 use super::super::link::linked_pods;
 use super::super::metrics::PreemptionResult;
-use super::super::{Context, Error};
+use crate::error::Error;
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::policy::{Candidate, PreemptMode, PreemptionDecision, Victim, WorkloadKind};
 use crate::slurm::{Job, JobUpdate};
