@@ -13,7 +13,7 @@ use super::naming::{DRAIN_REASON_ANNOTATION, DRAIN_SINCE_ANNOTATION};
 use super::plan::{Cause, Step, Target};
 use super::resource::NodeSet;
 use super::settings::Settings;
-use super::slurmd_pod::{self, Placement};
+use super::slurmd_pod::{self, SlurmdPlacement};
 use super::targets::selection;
 use crate::error::Error;
 use crate::kube::{gone_is_done, gone_or_replaced_is_done};
@@ -176,7 +176,7 @@ async fn create_pod(ctx: &Context, pass: &Pass<'_>, kube_node: &str, slurm_node:
     let Some(target) = target else {
         return Err(Error::NodeGone(kube_node.to_owned()));
     };
-    let placement = Placement { kube_node, slurm_node, revision: pass.revision, conf: &target.conf };
+    let placement = SlurmdPlacement { kube_node, slurm_node, revision: pass.revision, conf: &target.conf };
     let pod = slurmd_pod::build(pass.nodeset, settings, &selection(settings, pass.nodeset), &ctx.cluster, &placement);
     match pods(ctx, pass.nodeset).create(&PostParams::default(), &pod).await {
         Err(kube::Error::Api(status)) if status.code == 409 => return Ok(()),

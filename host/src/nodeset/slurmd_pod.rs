@@ -65,7 +65,7 @@ pub fn revision(nodeset: &NodeSet, cluster: &ClusterSettings) -> String {
 }
 
 /// Where a pod goes and what it registers as.
-pub struct Placement<'a> {
+pub struct SlurmdPlacement<'a> {
     pub kube_node: &'a str,
     pub slurm_node: &'a str,
     pub revision: &'a str,
@@ -78,7 +78,7 @@ pub fn build(
     settings: &Settings,
     selection: &Selection,
     cluster: &ClusterSettings,
-    placement: &Placement,
+    placement: &SlurmdPlacement,
 ) -> Pod {
     let template = settings.template.clone();
     let template_meta = template.metadata.unwrap_or_default();
@@ -125,7 +125,7 @@ pub fn build(
 }
 
 /// Sets slurmd's command line and `POD_IP`; returns whether the template mounts the key itself.
-fn configure_slurmd(slurmd: &mut Container, cluster: &ClusterSettings, placement: &Placement) -> bool {
+fn configure_slurmd(slurmd: &mut Container, cluster: &ClusterSettings, placement: &SlurmdPlacement) -> bool {
     if slurmd.command.as_ref().is_none_or(Vec::is_empty) {
         slurmd.command = Some(vec!["slurmd".into()]);
     }

@@ -26,7 +26,7 @@ fn build_for(nodeset: &NodeSet) -> Pod {
     let template_spec = settings.template.spec.clone();
     let selection = Selection::new(&Default::default(), None, &[], template_spec.as_ref());
     let placement =
-        Placement { kube_node: "worker-1", slurm_node: "worker-1", revision: "abc", conf: "CPUs=2 Features=gpu" };
+        SlurmdPlacement { kube_node: "worker-1", slurm_node: "worker-1", revision: "abc", conf: "CPUs=2 Features=gpu" };
     build(nodeset, &settings, &selection, &cluster(), &placement)
 }
 

@@ -8,8 +8,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 use super::conditions::WaitReason;
-use super::job_cache::Placeholder;
 use super::link;
+use super::placeholder::Placeholder;
 use super::timing::RETRY;
 use super::{Context, conditions, node_room};
 use crate::error::Error;

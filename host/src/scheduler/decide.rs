@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::gang::Group;
 use super::held::{self, Hold, UidGrant};
-use super::job_cache::Placeholder;
+use super::placeholder::Placeholder;
 use super::preemption::TakenBySlurm;
 use crate::slurm::{Job, JobState};
 

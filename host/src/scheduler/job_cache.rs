@@ -11,6 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::job_poll::{self, AfterStates, FullListing, JobPoll};
 use super::link::{Installation, PodKey};
+use super::placeholder::Placeholder;
 use crate::slurm::{Job, JobDescription, JobState, JobStates, JobsPage, SharedText, Slurm, SlurmError};
 
 /// What one poll brought.
@@ -19,13 +20,6 @@ enum Listed {
     Standing,
     /// A listing, and the states asked for before it, if they were.
     Page(JobsPage, Option<JobStates>),
-}
-
-/// A placeholder job as last seen.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Placeholder {
-    pub pod: PodKey,
-    pub job: Job,
 }
 
 #[derive(Default)]

@@ -49,7 +49,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
-pub use job_cache::{JobCache, Placeholder};
+pub use job_cache::JobCache;
 /// How a hold job of the pool is known, and what it is made of.
 pub use link::held_node;
 pub(crate) use link::hold_link;
@@ -58,7 +58,7 @@ pub use metrics::SchedulerMetrics;
 /// How the kubelet counts a pod, for the pool's ledger.
 pub(crate) use node_room::is_counted;
 pub(crate) use placeholder::holder;
-pub use placeholder::{PlaceholderKind, Placeholders};
+pub use placeholder::{Placeholder, PlaceholderKind, Placeholders};
 pub(crate) use pod_record::kubelet_counts;
 pub use pod_record::pod_record;
 pub use scope::Scope;

@@ -1,10 +1,18 @@
-//! The placeholder job that holds a pod's place in Slurm: what it is made of (a batch job that
-//! sleeps, or a job that launches nothing) and what it asks Slurm for. How it names its pod is
+//! The placeholder job that holds a pod's place in Slurm: the job as last seen ([`Placeholder`]),
+//! what it is made of (a batch job that sleeps, or a job that launches nothing) and what it asks
+//! Slurm for. How it names its pod is
 //! [`super::link`].
 
 use super::link::{Installation, PodKey};
 use crate::policy::{Exclusive as PolicyExclusive, JobRequest};
-use crate::slurm::{ApiVersion, Exclusive, JobDescription, JobFlag, NoValue};
+use crate::slurm::{ApiVersion, Exclusive, Job, JobDescription, JobFlag, NoValue};
+
+/// A placeholder job as last seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placeholder {
+    pub pod: PodKey,
+    pub job: Job,
+}
 
 /// Placeholders and hold jobs sleep until cancelled: pods, not the job, do the work.
 const SCRIPT: &str = "#!/bin/sh\n# sunk: holds this allocation for Kubernetes pods\nexec sleep infinity\n";

@@ -16,12 +16,12 @@ use kube::runtime::controller::Action;
 
 use super::conditions::WaitReason;
 use super::decide::{Facts, Next, decide, describe};
-use super::job_cache::Placeholder;
 use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
+use super::placeholder::Placeholder;
 use super::pod_phase::leaving;
 use super::preemption::TakenBySlurm;
-use super::submit::Placement;
+use super::submit::ExcludedNodes;
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
 use super::{Context, bind, conditions, gang, held, preemption, submit};
 use crate::error::Error;
@@ -175,7 +175,7 @@ async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Contex
     // A gang's exclusions are fixed at submission (its members may differ).
     if state == JobState::Pending
         && !link::is_gang(&placeholder.job)
-        && submit::keep_placement(pod, placeholder, ctx).await? == Placement::NeedsOwnJob
+        && submit::keep_placement(pod, placeholder, ctx).await? == ExcludedNodes::NeedsOwnJob
     {
         let note = format!(
             "the pod's placement rules changed, and Slurm job {} waits in its job array's record, whose \

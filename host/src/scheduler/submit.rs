@@ -11,8 +11,8 @@ use kube::runtime::controller::Action;
 use super::batch::Turn;
 use super::conditions::WaitReason;
 use super::fast_path::{self, Allocation};
-use super::job_cache::Placeholder;
 use super::link::PodKey;
+use super::placeholder::Placeholder;
 use super::placeholder::{self, PlaceholderKind};
 use super::placement::Verdict;
 use super::placement_checks::Grounds;
@@ -160,7 +160,7 @@ async fn in_doubt(pod: &WatchedPod, key: &PodKey, error: &SlurmError, ctx: &Cont
 
 /// What became of a pending job's excluded nodes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Placement {
+pub enum ExcludedNodes {
     /// In line with the pod's placement rules, updated to be, or to be looked at again next pass.
     Kept,
     /// They must change, and the job is an array's task still in the array's record, which cannot be
@@ -170,31 +170,35 @@ pub enum Placement {
 
 /// Brings a pending job's excluded nodes in line with the pod's placement rules as they are now
 /// (a Node tainted, labelled or added since the job was submitted).
-pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Placement, Error> {
+pub async fn keep_placement(
+    pod: &WatchedPod,
+    placeholder: &Placeholder,
+    ctx: &Context,
+) -> Result<ExcludedNodes, Error> {
     // Taken before anything is read: a change published while this pass runs is checked again.
     let grounds = Grounds::of(pod, &placeholder.job, ctx.placement.published(), ctx.policies.job_mapper.revision());
     let uid = &placeholder.pod.uid;
     if ctx.placement_checks.is_current(uid, &grounds) {
-        return Ok(Placement::Kept);
+        return Ok(ExcludedNodes::Kept);
     }
     // The policy's own exclusions are asked again: they are part of what the job must carry.
     let Ok(Mapped::Job(request)) = decide(pod, ctx).await else {
-        return Ok(Placement::Kept);
+        return Ok(ExcludedNodes::Kept);
     };
     let Ok(verdict) = ctx.placement.verdict(pod_spec(pod)) else {
-        return Ok(Placement::Kept); // Slurm's nodes are not known now; the next pass looks again.
+        return Ok(ExcludedNodes::Kept); // Slurm's nodes are not known now; the next pass looks again.
     };
     // A rule it cannot honour now leaves the job as it is: the pod says so when it is next placed.
     let PodPlacement::Verdict(verdict) = pod_rules::apply(verdict, pod, ctx) else {
-        return Ok(Placement::Kept);
+        return Ok(ExcludedNodes::Kept);
     };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
     if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
         ctx.placement_checks.record(uid, &grounds);
-        return Ok(Placement::Kept);
+        return Ok(ExcludedNodes::Kept);
     }
     let Some(job_id) = placeholder.job.update_id() else {
-        return Ok(Placement::NeedsOwnJob);
+        return Ok(ExcludedNodes::NeedsOwnJob);
     };
     let excluded = compress_hostlist(&wanted);
     // Both name every Slurm node: not held while the update is awaited.
@@ -213,7 +217,7 @@ pub async fn keep_placement(pod: &WatchedPod, placeholder: &Placeholder, ctx: &C
         }
         Err(error) => return Err(error.into()),
     }
-    Ok(Placement::Kept)
+    Ok(ExcludedNodes::Kept)
 }
 
 /// What the job-mapper policy and the namespace's grant make of a pod.

@@ -15,8 +15,9 @@ use crate::vocabulary::{HOST_OWNED_ANNOTATIONS, is_owned_drain, owned_drain};
 
 use super::causes::Cause;
 
+/// What one Syncer pass does to a Slurm node.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub enum SyncStep {
     Nothing,
     Drain {
         reason: String,
@@ -42,8 +43,8 @@ pub enum Withheld {
 }
 
 /// Whether `action` writes to Slurm, and so must be decided again on the node as it is right then.
-pub fn writes(action: &Action) -> bool {
-    matches!(action, Action::Drain { .. } | Action::Resume { .. })
+pub fn writes(action: &SyncStep) -> bool {
+    matches!(action, SyncStep::Drain { .. } | SyncStep::Resume { .. })
 }
 
 /// Whether the node is drained, or down, for a reason sunk did not write: an administrator's
@@ -58,7 +59,7 @@ pub fn held_by_another(node: &slurm::Node) -> bool {
 /// The decision, and the annotations the policy asked for on the slurmd pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decided {
-    pub action: Action,
+    pub action: SyncStep,
     pub annotations: Vec<KeyValue>,
     /// Keys the policy asked to write that are the host's own ([`HOST_OWNED_ANNOTATIONS`]): not written.
     pub refused_annotations: Vec<String>,
@@ -95,7 +96,7 @@ pub fn decide(
     // need not wait for a slow listing. A resume lets jobs in, so it waits for a fresh view that
     // shows no one else's drain arrived meanwhile.
     let action = match (input.view, action) {
-        (View::Stale, Action::Resume { .. } | Action::Withheld(Withheld::Resume { .. })) => Action::Nothing,
+        (View::Stale, SyncStep::Resume { .. } | SyncStep::Withheld(Withheld::Resume { .. })) => SyncStep::Nothing,
         (_, action) => action,
     };
     let (annotations, refused): (Vec<KeyValue>, Vec<KeyValue>) =
@@ -107,7 +108,7 @@ pub fn decide(
 fn decide_action(
     input: &DecideInput,
     mut ask: impl FnMut(&NodeEvent) -> Result<DrainDecision, PolicyError>,
-) -> Result<(Action, Vec<KeyValue>), PolicyError> {
+) -> Result<(SyncStep, Vec<KeyValue>), PolicyError> {
     let mut annotations = Vec::new();
     let mut wanted: Option<(String, &Cause)> = None;
     for cause in input.causes {
@@ -120,29 +121,29 @@ fn decide_action(
     let drained = input.slurm.flags().is_draining();
     let reason = input.slurm.reason.as_str();
     if input.nodeset_owned {
-        return Ok((Action::Nothing, annotations));
+        return Ok((SyncStep::Nothing, annotations));
     }
     let action = match wanted {
-        Some((wanted, _)) if drained && reason == wanted => Action::Nothing,
-        Some((wanted, cause)) => Action::Drain {
+        Some((wanted, _)) if drained && reason == wanted => SyncStep::Nothing,
+        Some((wanted, cause)) => SyncStep::Drain {
             // The pod records that sunk drained for this very cause, yet Slurm is not drained: it was
             // resumed behind sunk's back. Not the reason: Slurm clears it when the slurmd registers again.
             reapplied: !drained && input.drained_for == Some(cause.key.as_str()),
             reason: wanted,
             cause: cause.key.clone(),
         },
-        None if !drained => Action::Nothing,
+        None if !drained => SyncStep::Nothing,
         None => match &input.cleared {
             Some(event) => {
                 let decision = ask(event)?;
                 annotations.extend(decision.annotations);
                 match decision.action {
-                    NodeAction::Resume => Action::Resume { cause: input.drained_for.map(str::to_owned) },
-                    NodeAction::Keep | NodeAction::Drain(_) => Action::Nothing,
+                    NodeAction::Resume => SyncStep::Resume { cause: input.drained_for.map(str::to_owned) },
+                    NodeAction::Keep | NodeAction::Drain(_) => SyncStep::Nothing,
                 }
             }
             // No cause left and none recorded: nothing of sunk's keeps the node drained.
-            None => Action::Resume { cause: None },
+            None => SyncStep::Resume { cause: None },
         },
     };
     Ok((unless_held_by_another(action, input.slurm), annotations))
@@ -150,14 +151,14 @@ fn decide_action(
 
 /// `action`, or what it withholds when someone else holds the node. A resume for no recorded cause
 /// is no resume at all there: sunk never drained it.
-fn unless_held_by_another(action: Action, node: &slurm::Node) -> Action {
+fn unless_held_by_another(action: SyncStep, node: &slurm::Node) -> SyncStep {
     if !held_by_another(node) {
         return action;
     }
     match action {
-        Action::Drain { cause, .. } => Action::Withheld(Withheld::Drain { cause }),
-        Action::Resume { cause: Some(cause) } => Action::Withheld(Withheld::Resume { cause }),
-        _ => Action::Nothing,
+        SyncStep::Drain { cause, .. } => SyncStep::Withheld(Withheld::Drain { cause }),
+        SyncStep::Resume { cause: Some(cause) } => SyncStep::Withheld(Withheld::Resume { cause }),
+        _ => SyncStep::Nothing,
     }
 }
 

@@ -25,25 +25,25 @@ fn policy(event: &NodeEvent) -> Result<DrainDecision, PolicyError> {
     Ok(DrainDecision { action, annotations: vec![] })
 }
 
-fn run(causes: &[Cause], slurm: &slurm::Node, drained_for: Option<&str>, cleared: Option<NodeEvent>) -> Action {
+fn run(causes: &[Cause], slurm: &slurm::Node, drained_for: Option<&str>, cleared: Option<NodeEvent>) -> SyncStep {
     let input = DecideInput { causes, slurm, view: View::Fresh, drained_for, cleared, nodeset_owned: false };
     decide(&input, policy).unwrap().action
 }
 
 #[test]
 fn a_cordon_drains_once() {
-    let drain = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    let drain = SyncStep::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
     assert_eq!(run(&[cordon()], &node(&["IDLE"], ""), None, None), drain);
-    assert_eq!(run(&[cordon()], &node(&["IDLE", "DRAIN"], "k8s: cordoned"), Some("cordon"), None), Action::Nothing);
+    assert_eq!(run(&[cordon()], &node(&["IDLE", "DRAIN"], "k8s: cordoned"), Some("cordon"), None), SyncStep::Nothing);
 }
 
-fn withheld_drain() -> Action {
-    Action::Withheld(Withheld::Drain { cause: "cordon".into() })
+fn withheld_drain() -> SyncStep {
+    SyncStep::Withheld(Withheld::Drain { cause: "cordon".into() })
 }
 
 #[test]
 fn a_node_someone_else_holds_is_never_written_over() {
-    let drain = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    let drain = SyncStep::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
     let uncordoned = || Some(NodeEvent::Uncordoned);
     #[rustfmt::skip]
     let cases = [
@@ -58,17 +58,17 @@ fn a_node_someone_else_holds_is_never_written_over() {
         ("a cordon over a down node with no reason to overwrite",
          vec![cordon()], node(&["DOWN"], ""), None, None, drain),
         ("a cordon over sunk's own drain of a down node",
-         vec![cordon()], node(&["DOWN", "DRAIN"], "k8s: cordoned"), Some("cordon"), None, Action::Nothing),
+         vec![cordon()], node(&["DOWN", "DRAIN"], "k8s: cordoned"), Some("cordon"), None, SyncStep::Nothing),
         ("an uncordon after an administrator replaced sunk's drain",
          vec![], node(&["IDLE", "DRAIN"], "admin: bad dimm"), Some("cordon"), uncordoned(),
-         Action::Withheld(Withheld::Resume { cause: "cordon".into() })),
+         SyncStep::Withheld(Withheld::Resume { cause: "cordon".into() })),
         ("an uncordon of a node an administrator drained before the cordon",
-         vec![], node(&["IDLE", "DRAIN"], "admin: bad dimm"), None, None, Action::Nothing),
+         vec![], node(&["IDLE", "DRAIN"], "admin: bad dimm"), None, None, SyncStep::Nothing),
         ("an administrator's down with no cause at all",
-         vec![], node(&["DOWN"], "admin: bad psu"), None, None, Action::Nothing),
+         vec![], node(&["DOWN"], "admin: bad psu"), None, None, SyncStep::Nothing),
         ("an uncordon of sunk's own drain",
          vec![], node(&["IDLE", "DRAIN"], "k8s: cordoned"), Some("cordon"), uncordoned(),
-         Action::Resume { cause: Some("cordon".into()) }),
+         SyncStep::Resume { cause: Some("cordon".into()) }),
     ];
     for (case, causes, slurm, drained_for, cleared, expected) in cases {
         assert_eq!(run(&causes, &slurm, drained_for, cleared), expected, "{case}");
@@ -78,11 +78,11 @@ fn a_node_someone_else_holds_is_never_written_over() {
 #[test]
 fn only_a_drain_or_a_resume_is_decided_again_before_it_is_written() {
     let written = [
-        Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false },
-        Action::Resume { cause: None },
+        SyncStep::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false },
+        SyncStep::Resume { cause: None },
     ];
     assert!(written.iter().all(writes));
-    assert!(![Action::Nothing, withheld_drain()].iter().any(writes));
+    assert!(![SyncStep::Nothing, withheld_drain()].iter().any(writes));
 }
 
 #[test]
@@ -90,21 +90,21 @@ fn a_resume_undoes_only_the_recorded_cause_when_the_policy_agrees() {
     let drained = node(&["IDLE", "DRAIN"], "k8s: cordoned");
     assert_eq!(
         run(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)),
-        Action::Resume { cause: Some("cordon".into()) }
+        SyncStep::Resume { cause: Some("cordon".into()) }
     );
     // The policy keeps the drain for a cleared label: nothing happens.
     let label = NodeEvent::LabelChanged(crate::policy::LabelChange { key: "x".into(), before: None, after: None });
-    assert_eq!(run(&[], &drained, Some("label/x"), Some(label)), Action::Nothing);
+    assert_eq!(run(&[], &drained, Some("label/x"), Some(label)), SyncStep::Nothing);
 }
 
 #[test]
 fn a_drain_resumed_in_slurm_while_its_cause_persists_is_reapplied() {
-    let again = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: true };
+    let again = SyncStep::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: true };
     // Right after the resume Slurm keeps the reason; once the slurmd registers again it is gone.
     assert_eq!(run(&[cordon()], &node(&["IDLE"], "k8s: cordoned"), Some("cordon"), None), again);
     assert_eq!(run(&[cordon()], &node(&["IDLE"], ""), Some("cordon"), None), again);
     // Drained before for another cause: this one is a fresh drain.
-    let fresh = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    let fresh = SyncStep::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
     assert_eq!(run(&[cordon()], &node(&["IDLE"], ""), Some("label/x"), None), fresh);
 }
 
@@ -118,11 +118,11 @@ fn the_nodesets_drain_is_left_to_it_and_reasons_are_always_owned() {
         cleared: None,
         nodeset_owned: true,
     };
-    assert_eq!(decide(&input, policy).unwrap().action, Action::Nothing);
+    assert_eq!(decide(&input, policy).unwrap().action, SyncStep::Nothing);
     let unowned =
         |_: &NodeEvent| Ok(DrainDecision { action: NodeAction::Drain("maintenance".into()), annotations: vec![] });
     let input = DecideInput { nodeset_owned: false, ..input };
-    let Action::Drain { reason, .. } = decide(&input, unowned).unwrap().action else { panic!("drains") };
+    let SyncStep::Drain { reason, .. } = decide(&input, unowned).unwrap().action else { panic!("drains") };
     assert_eq!(reason, "k8s: maintenance");
 }
 
@@ -166,13 +166,13 @@ fn on_a_stale_view_a_drain_goes_ahead_and_a_resume_waits() {
         let input = DecideInput { causes, slurm, view: View::Stale, drained_for, cleared, nodeset_owned: false };
         decide(&input, policy).unwrap().action
     };
-    let drain = Action::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
+    let drain = SyncStep::Drain { reason: "k8s: cordoned".into(), cause: "cordon".into(), reapplied: false };
     assert_eq!(on_stale(&[cordon()], &node(&["IDLE"], ""), None, None), drain);
     let admin = node(&["IDLE", "DRAIN"], "bad dimm");
     assert_eq!(on_stale(&[cordon()], &admin, None, None), withheld_drain());
-    assert_eq!(on_stale(&[], &admin, Some("cordon"), Some(NodeEvent::Uncordoned)), Action::Nothing, "as a resume");
+    assert_eq!(on_stale(&[], &admin, Some("cordon"), Some(NodeEvent::Uncordoned)), SyncStep::Nothing, "as a resume");
     let drained = node(&["IDLE", "DRAIN"], "k8s: cordoned");
-    assert_eq!(on_stale(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)), Action::Nothing);
-    assert_eq!(on_stale(&[], &drained, None, None), Action::Nothing, "not even with no cause recorded");
-    assert_eq!(run(&[], &drained, None, None), Action::Resume { cause: None }, "which a fresh view resumes");
+    assert_eq!(on_stale(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)), SyncStep::Nothing);
+    assert_eq!(on_stale(&[], &drained, None, None), SyncStep::Nothing, "not even with no cause recorded");
+    assert_eq!(run(&[], &drained, None, None), SyncStep::Resume { cause: None }, "which a fresh view resumes");
 }

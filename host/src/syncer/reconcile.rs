@@ -13,12 +13,12 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action as Requeue;
+use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::causes;
 use super::context::Context;
-use super::decide::{self, Action, DecideInput, Decided, View, Withheld, decide};
+use super::decide::{self, DecideInput, Decided, SyncStep, View, Withheld, decide};
 use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
 use crate::error::Error;
 use crate::kube::gone_is_done;
@@ -38,15 +38,15 @@ const DRAIN_ON_VIEW_WITHIN: Duration = Duration::from_secs(30);
 /// once the cache has polled.
 const SOON: Duration = Duration::from_secs(1);
 
-pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
     let listed = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
     if !listed(ctx.pods.wait_until_ready().now_or_never()) {
-        return Ok(Requeue::requeue(Duration::from_millis(500)));
+        return Ok(Action::requeue(Duration::from_millis(500)));
     }
     let name = node.name_any();
     let pods = slurmd_pods_on(&ctx, &name);
     if pods.is_empty() {
-        return Ok(Requeue::await_change());
+        return Ok(Action::await_change());
     }
     // Fail closed: nothing is resumed or un-mirrored on a view that cannot be trusted; a drain goes
     // ahead on a view that is only slow to come (`View::Stale`), since it ends no job.
@@ -56,14 +56,14 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
             Ok(snapshot) => (snapshot, View::Stale),
             Err(_) => {
                 tracing::debug!(node = %name, %unreadable, "not synced: Slurm's nodes cannot be read");
-                return Ok(Requeue::requeue(RETRY));
+                return Ok(Action::requeue(RETRY));
             }
         },
     };
     // Also while a slurmd has not registered yet, or the NodeSet controller has yet to record its pod.
     let Some((pod, listed)) = believed_pod(&pods, &snapshot) else {
         tracing::debug!(node = %name, "not synced: no slurmd pod here is one its Slurm node records");
-        return Ok(Requeue::requeue(RETRY));
+        return Ok(Action::requeue(RETRY));
     };
     ctx.metrics.observe_view_age(snapshot.confirmed_at);
     // Decided on the Syncer's own last write where the listing predates it; mirrored as listed.
@@ -78,7 +78,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     let slurm_node = if reread {
         let asked_at = SystemTime::now();
         let Some(fresh) = ctx.slurm.node(&listed.name).await? else {
-            return Ok(Requeue::requeue(RETRY));
+            return Ok(Action::requeue(RETRY));
         };
         let fresh = ctx.own_writes.believed(&fresh, asked_at).into_owned();
         decided = decide_for(&ctx, &node, &pod, &fresh, View::Fresh).await?;
@@ -115,7 +115,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     if view == View::Stale {
         // Mirrored, and resumed if due, once a listing is fresh: the node cache then wakes every Node.
         tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced on a stale view");
-        return Ok(Requeue::requeue(RETRY));
+        return Ok(Action::requeue(RETRY));
     }
     if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(listed), &now) {
         gone_is_done(pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await)?;
@@ -126,7 +126,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
     }
     // Where a slow cordon -> drain goes: a pass over a Node holds back the next one over it.
     tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced");
-    Ok(Requeue::requeue(if unsettled { SOON } else { RESYNC }))
+    Ok(Action::requeue(if unsettled { SOON } else { RESYNC }))
 }
 
 fn cordoned(node: &Node) -> bool {
@@ -140,9 +140,9 @@ fn decided_on_settled_view(node: &Node, slurm_node: &slurm::Node) -> bool {
     cordoned(node) == slurm_node.flags().is_draining() || decide::held_by_another(slurm_node)
 }
 
-pub fn error_policy(node: Arc<Node>, error: &Error, _ctx: Arc<Context>) -> Requeue {
+pub fn error_policy(node: Arc<Node>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(node = %node.name_any(), %error, "sync failed; retrying");
-    Requeue::requeue(RETRY)
+    Action::requeue(RETRY)
 }
 
 /// The slurmd pods on the Node that a NodeSet controls, newest first (a replacement may overlap).
@@ -202,13 +202,13 @@ async fn apply(
     ctx: &Context,
     node: &Node,
     slurm_node: &slurm::Node,
-    action: &Action,
+    action: &SyncStep,
     annotations: &mut BTreeMap<String, Option<String>>,
 ) -> Result<(), Error> {
     let about = node.object_ref(&());
     match action {
-        Action::Nothing => {}
-        Action::Drain { reason, cause, reapplied } => {
+        SyncStep::Nothing => {}
+        SyncStep::Drain { reason, cause, reapplied } => {
             ctx.slurm.update_node(&slurm_node.name, &NodeUpdate::drain(reason)).await?;
             ctx.own_writes.drained(&slurm_node.name, reason);
             annotations.insert(DRAINED_FOR_ANNOTATION.into(), Some(cause.clone()));
@@ -228,7 +228,7 @@ async fn apply(
             ctx.recorder.publish(&about, true, event, "Drain", note).await;
             ctx.metrics.applied(if *reapplied { "reapply" } else { "drain" }, cause);
         }
-        Action::Resume { cause } => {
+        SyncStep::Resume { cause } => {
             ctx.slurm.update_node(&slurm_node.name, &NodeUpdate::undrain()).await?;
             ctx.own_writes.resumed(&slurm_node.name);
             annotations.insert(DRAINED_FOR_ANNOTATION.into(), None);
@@ -239,7 +239,7 @@ async fn apply(
             ctx.recorder.publish(&about, false, "SlurmResumed", "Resume", note).await;
             ctx.metrics.applied("resume", cause);
         }
-        Action::Withheld(withheld) => {
+        SyncStep::Withheld(withheld) => {
             let held = format!(
                 "Slurm node {} is {} by {}: {}",
                 slurm_node.name,

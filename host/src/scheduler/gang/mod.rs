@@ -27,9 +27,9 @@ use membership::{Membership, membership};
 use shape::{GangShape, gang_shape};
 
 use super::conditions::WaitReason;
-use super::job_cache::Placeholder;
 use super::link::{self, GangLink, PodKey};
 use super::placeholder;
+use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY};

@@ -29,9 +29,9 @@ pub use in_flight::InFlight;
 pub use known_rules::{KnownRules, Stated as StatedRules, partition_preempt_mode, read as read_rules, slurm_duration};
 pub use slurm_rules::PreemptType;
 
-use super::job_cache::Placeholder;
 use super::link::{PodKey, linked_pods};
 use super::metrics::PreemptionResult;
+use super::placeholder::Placeholder;
 use super::pod_phase::leaving;
 use super::submit::pod_spec;
 use super::{Context, exclusions, pod_lookup};
