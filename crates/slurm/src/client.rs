@@ -162,11 +162,12 @@ impl SlurmClient {
         }
     }
 
-    /// Sends a request once a slot is free (the wait is not part of the request's timeout).
-    async fn send(&self, call: &'static str, request: RequestBuilder) -> Result<Response, SlurmError> {
+    /// Sends a request once a slot in its `lane` is free (the wait is not part of the request's
+    /// timeout).
+    async fn send(&self, call: &'static str, lane: Lane, request: RequestBuilder) -> Result<Response, SlurmError> {
         let labels = CallLabels { call };
         let asked = Instant::now();
-        let (_listing, _slot) = match lane(call) {
+        let (_listing, _slot) = match lane {
             Lane::NodeListing => (None, permit(&self.node_listings).await),
             Lane::Listing => (Some(permit(&self.listings).await), permit(&self.in_flight).await),
             Lane::Other => (None, permit(&self.in_flight).await),
@@ -206,7 +207,7 @@ impl SlurmClient {
 
     /// Pings slurmctld through slurmrestd; returns the Slurm release that answered.
     async fn ping_release(&self) -> Result<String, SlurmError> {
-        let response = self.send("ping", self.request(Method::GET, "ping")?).await?;
+        let response = self.send("ping", Lane::Other, self.request(Method::GET, "ping")?).await?;
         let answer = decode::<PingResponse>("ping", response).await?;
         if !answer.pings.iter().any(|ping| ping.responding) {
             return Err(SlurmError::Api {
@@ -226,7 +227,7 @@ impl SlurmClient {
     /// through it. Fails, naming both lists, when none is offered; the version spoken is then left
     /// as it was.
     pub async fn discover(&self) -> Result<SlurmInfo, SlurmError> {
-        let response = self.send("openapi/v3", self.request_to(Method::GET, "openapi/v3")?).await?;
+        let response = self.send("openapi/v3", Lane::Other, self.request_to(Method::GET, "openapi/v3")?).await?;
         let offered = decode::<OpenApiPaths>("openapi/v3", response).await?.slurm_versions();
         let api = version::choose(version::SPEAKS, &offered)?;
         let requeue = offered.contains(&ApiVersion::V0_0_45);
@@ -258,7 +259,8 @@ impl SlurmClient {
     /// within [`SUBMIT_DEADLINE`].
     async fn post_job(&self, what: &'static str, job: &JobDescription) -> Result<SubmitResponse, SlurmError> {
         let posted = async {
-            let response = self.send(what, self.request(Method::POST, what)?.json(&Submit { job })).await?;
+            let response =
+                self.send(what, Lane::Other, self.request(Method::POST, what)?.json(&Submit { job })).await?;
             decode(what, response).await
         };
         tokio::time::timeout(SUBMIT_DEADLINE, posted).await.map_err(|_| SlurmError::NoAnswer(what, SUBMIT_DEADLINE))?
@@ -268,7 +270,7 @@ impl SlurmClient {
     /// record of the array: the task's own is the one returned.
     pub async fn job(&self, job_id: impl Display) -> Result<Option<Job>, SlurmError> {
         let wanted = job_id.to_string();
-        let response = self.send("job", self.request(Method::GET, &format!("job/{wanted}"))?).await?;
+        let response = self.send("job", Lane::Other, self.request(Method::GET, &format!("job/{wanted}"))?).await?;
         match decode::<JobsResponse>("job", response).await {
             Ok(answer) => {
                 let mut jobs = answer.jobs;
@@ -291,7 +293,8 @@ impl SlurmClient {
     /// Cancels a job (SIGKILL after KillWait, as scancel), `12` or an array's task `10_3`. A job that
     /// already ended is not an error.
     pub async fn cancel(&self, job_id: impl Display) -> Result<(), SlurmError> {
-        let response = self.send("job cancel", self.request(Method::DELETE, &format!("job/{job_id}"))?).await?;
+        let response =
+            self.send("job cancel", Lane::Other, self.request(Method::DELETE, &format!("job/{job_id}"))?).await?;
         match decode::<Envelope>("job cancel", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
@@ -307,7 +310,7 @@ impl SlurmClient {
             return Err(SlurmError::Unsupported("requeueing a job (slurmrestd's v0.0.45, Slurm 26.05 and later)"));
         }
         let path = format!("slurm/{}/job/{job_id}/requeue", ApiVersion::V0_0_45);
-        let response = self.send("job requeue", self.request_to(Method::GET, &path)?).await?;
+        let response = self.send("job requeue", Lane::Other, self.request_to(Method::GET, &path)?).await?;
         decode::<Envelope>("job requeue", response).await.map(drop)
     }
 
@@ -320,7 +323,7 @@ impl SlurmClient {
             return Ok(Vec::new());
         }
         let body = CancelJobs { jobs: job_ids.iter().map(ToString::to_string).collect() };
-        let response = self.send("jobs cancel", self.request(Method::DELETE, "jobs")?.json(&body)).await?;
+        let response = self.send("jobs cancel", Lane::Other, self.request(Method::DELETE, "jobs")?.json(&body)).await?;
         let answer: CancelJobsResponse = decode("jobs cancel", response).await?;
         Ok(answer
             .status
@@ -333,8 +336,9 @@ impl SlurmClient {
     /// Changes a job (an administrator may change a running job's admin comment, and a pending job's
     /// placement limits).
     pub async fn update_job(&self, job_id: impl Display, update: &JobUpdate) -> Result<(), SlurmError> {
-        let response =
-            self.send("job update", self.request(Method::POST, &format!("job/{job_id}"))?.json(update)).await?;
+        let response = self
+            .send("job update", Lane::Other, self.request(Method::POST, &format!("job/{job_id}"))?.json(update))
+            .await?;
         decode::<Envelope>("job update", response).await.map(drop)
     }
 
@@ -344,7 +348,7 @@ impl SlurmClient {
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
-        let answer: JobsResponse = decode_listing("jobs", self.send("jobs", request).await?).await?;
+        let answer: JobsResponse = decode_listing("jobs", self.send("jobs", Lane::Listing, request).await?).await?;
         // With update_time, "nothing changed" comes back as no jobs and a zero last_update.
         match answer.last_update.get() {
             Some(last_update) if last_update > 0 => Ok(JobsPage::All { jobs: answer.jobs, last_update }),
@@ -356,14 +360,18 @@ impl SlurmClient {
     /// Every job's state, as a fingerprint ([`JobStates`]).
     pub async fn job_states(&self) -> Result<JobStates, SlurmError> {
         let request = self.request(Method::GET, "jobs/state/")?;
-        let answer: JobStatesResponse = decode_listing("job states", self.send("job states", request).await?).await?;
+        let answer: JobStatesResponse =
+            decode_listing("job states", self.send("job states", Lane::Listing, request).await?).await?;
         Ok(answer.states())
     }
 
     /// The names of the cluster's partitions.
     pub async fn partitions(&self) -> Result<Vec<String>, SlurmError> {
-        let answer: PartitionsResponse =
-            decode("partitions", self.send("partitions", self.request(Method::GET, "partitions")?).await?).await?;
+        let answer: PartitionsResponse = decode(
+            "partitions",
+            self.send("partitions", Lane::Listing, self.request(Method::GET, "partitions")?).await?,
+        )
+        .await?;
         Ok(answer.partitions.into_iter().map(|partition| partition.name).collect())
     }
 
@@ -377,22 +385,27 @@ impl SlurmClient {
             true => {
                 let path = format!("slurm/{newest}/conf");
                 let answer: ConfResponse =
-                    decode("conf", self.send("conf", self.request_to(Method::GET, &path)?).await?).await?;
+                    decode("conf", self.send("conf", Lane::Other, self.request_to(Method::GET, &path)?).await?).await?;
                 Some(answer.slurm_conf)
             }
             false => None,
         };
         let path = format!("slurm/{newest}/partitions");
         let partitions: PartitionsResponse =
-            decode("partitions", self.send("partitions", self.request_to(Method::GET, &path)?).await?).await?;
+            decode("partitions", self.send("partitions", Lane::Listing, self.request_to(Method::GET, &path)?).await?)
+                .await?;
         let path = format!("slurmdb/{}/qos", self.api());
-        let qos =
-            match decode::<QosResponse>("qos", self.send("qos", self.request_to(Method::GET, &path)?).await?).await {
-                Ok(answer) => Some(answer.qos),
-                // No openapi/slurmdbd plugin in this slurmrestd: it serves no accounting path at all.
-                Err(SlurmError::Api { status: 404, .. }) => None,
-                Err(error) => return Err(error),
-            };
+        let qos = match decode::<QosResponse>(
+            "qos",
+            self.send("qos", Lane::Listing, self.request_to(Method::GET, &path)?).await?,
+        )
+        .await
+        {
+            Ok(answer) => Some(answer.qos),
+            // No openapi/slurmdbd plugin in this slurmrestd: it serves no accounting path at all.
+            Err(SlurmError::Api { status: 404, .. }) => None,
+            Err(error) => return Err(error),
+        };
         Ok(PreemptionSetup { conf, partitions: partitions.partitions, qos })
     }
 
@@ -406,7 +419,7 @@ impl SlurmClient {
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
-        let response = self.send("nodes", request).await?;
+        let response = self.send("nodes", Lane::NodeListing, request).await?;
         if response.status() == StatusCode::NOT_MODIFIED {
             return Ok(NodesPage::Unchanged);
         }
@@ -420,7 +433,7 @@ impl SlurmClient {
 
     /// One node as Slurm has it now (`GET node/<name>`), or None when Slurm does not know it.
     pub async fn node(&self, name: &str) -> Result<Option<Node>, SlurmError> {
-        let response = self.send("node", self.request(Method::GET, &node_path(name))?).await?;
+        let response = self.send("node", Lane::Other, self.request(Method::GET, &node_path(name))?).await?;
         match decode::<NodesResponse>("node", response).await {
             Ok(answer) => Ok(answer.nodes.into_iter().find(|node| node.name == name)),
             Err(SlurmError::Api { status: 404, .. }) => Ok(None),
@@ -431,13 +444,14 @@ impl SlurmClient {
 
     /// Changes a node's state, reason or comment.
     pub async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
-        let response = self.send("node update", self.request(Method::POST, &node_path(name))?.json(update)).await?;
+        let response =
+            self.send("node update", Lane::Other, self.request(Method::POST, &node_path(name))?.json(update)).await?;
         decode::<Envelope>("node update", response).await.map(drop)
     }
 
     /// Deletes a dynamic node's record. A node that is already gone is not an error.
     pub async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
-        let response = self.send("node delete", self.request(Method::DELETE, &node_path(name))?).await?;
+        let response = self.send("node delete", Lane::Other, self.request(Method::DELETE, &node_path(name))?).await?;
         match decode::<Envelope>("node delete", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(unknown_node) => Ok(()),
@@ -463,14 +477,6 @@ enum Lane {
 
 async fn permit(semaphore: &tokio::sync::Semaphore) -> tokio::sync::SemaphorePermit<'_> {
     semaphore.acquire().await.expect("the semaphore is never closed")
-}
-
-fn lane(call: &str) -> Lane {
-    match call {
-        "nodes" => Lane::NodeListing,
-        "jobs" | "job states" | "partitions" | "qos" => Lane::Listing,
-        _ => Lane::Other,
-    }
 }
 
 /// How many listings may be in flight when `requests` may: all but one slot, when there are two.
