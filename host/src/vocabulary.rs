@@ -53,6 +53,21 @@ pub const DRAIN_REASON_ANNOTATION: &str = "sunk.dev/nodeset-drain-reason";
 /// Finalizer that keeps a deleted NodeSet until its Slurm nodes are drained and removed.
 pub const NODESET_FINALIZER: &str = "sunk.dev/nodeset-cleanup";
 
+// The bundled job-mapper's pod annotations: the policy reads them (it cannot import this module);
+// the host names them when a namespace's grant refuses what one asks for (`tenancy`).
+
+pub const USER_ID_ANNOTATION: &str = "sunk.dev/user-id";
+pub const GROUP_ID_ANNOTATION: &str = "sunk.dev/group-id";
+pub const ACCOUNT_ANNOTATION: &str = "sunk.dev/account";
+pub const PARTITION_ANNOTATION: &str = "sunk.dev/partition";
+pub const QOS_ANNOTATION: &str = "sunk.dev/qos";
+pub const RESERVATION_ANNOTATION: &str = "sunk.dev/reservation";
+pub const PRIORITY_ANNOTATION: &str = "sunk.dev/priority";
+/// The priority annotation CoreWeave's SUNK reads, for users migrating from it.
+pub const LEGACY_PRIORITY_ANNOTATION: &str = "sunk.coreweave.com/priority";
+pub const REQUIRED_NODES_ANNOTATION: &str = "sunk.dev/required-nodes";
+pub const WORKING_DIR_ANNOTATION: &str = "sunk.dev/current-working-dir";
+
 // Policies.
 
 /// Label on the ConfigMap `sunk policy push` writes a module into: the PolicyModule it is for.

@@ -8,6 +8,10 @@ use std::fmt;
 
 use super::grant::{Grant, IdRange};
 use crate::policy::{Cluster, JobRequest, Pod};
+use crate::vocabulary::{
+    ACCOUNT_ANNOTATION, GROUP_ID_ANNOTATION, LEGACY_PRIORITY_ANNOTATION, PARTITION_ANNOTATION, PRIORITY_ANNOTATION,
+    QOS_ANNOTATION, REQUIRED_NODES_ANNOTATION, RESERVATION_ANNOTATION, USER_ID_ANNOTATION, WORKING_DIR_ANNOTATION,
+};
 
 /// A request beyond the grant: which annotation asks for it, the value, and what the grant allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +32,7 @@ impl fmt::Display for NotGranted {
 }
 
 /// The annotation asking for a Slurm priority, under the prefixes the bundled job-mapper reads.
-const PRIORITY_ANNOTATIONS: [&str; 2] = ["sunk.dev/priority", "sunk.coreweave.com/priority"];
+const PRIORITY_ANNOTATIONS: [&str; 2] = [PRIORITY_ANNOTATION, LEGACY_PRIORITY_ANNOTATION];
 
 /// The request as Slurm gets it under `grant`: unset identities filled in with the grant's, a
 /// priority that only the PriorityClass raised capped; anything else beyond the grant refused.
@@ -40,23 +44,23 @@ pub fn enforce(mut request: JobRequest, pod: &Pod, cluster: &Cluster, grant: &Gr
         granted,
     };
     request.user_id = Some(id(request.user_id, grant.user, grant.user_ids).map_err(|(value, granted)| {
-        refuse("sunk.dev/user-id", value, format!("runs as user {}{granted}", grant.user))
+        refuse(USER_ID_ANNOTATION, value, format!("runs as user {}{granted}", grant.user))
     })?);
     request.group_id = Some(id(request.group_id, grant.group, grant.group_ids).map_err(|(value, granted)| {
         let granted = format!("runs as group {}{granted}; a pod's group id defaults to its user id", grant.group);
-        refuse("sunk.dev/group-id", value, granted)
+        refuse(GROUP_ID_ANNOTATION, value, granted)
     })?);
     let named = [
-        ("sunk.dev/account", &request.account, &grant.accounts, cluster.default_account.as_deref(), "accounts"),
+        (ACCOUNT_ANNOTATION, &request.account, &grant.accounts, cluster.default_account.as_deref(), "accounts"),
         (
-            "sunk.dev/partition",
+            PARTITION_ANNOTATION,
             &request.partition,
             &grant.partitions,
             cluster.default_partition.as_deref(),
             "partitions",
         ),
-        ("sunk.dev/qos", &request.qos, &grant.qos, None, "QOS"),
-        ("sunk.dev/reservation", &request.reservation, &grant.reservations, None, "reservations"),
+        (QOS_ANNOTATION, &request.qos, &grant.qos, None, "QOS"),
+        (RESERVATION_ANNOTATION, &request.reservation, &grant.reservations, None, "reservations"),
     ];
     for (annotation, asked, allowed, operator_default, what) in named {
         if let Some(asked) = asked
@@ -71,20 +75,20 @@ pub fn enforce(mut request: JobRequest, pod: &Pod, cluster: &Cluster, grant: &Gr
     {
         let annotated = pod.annotations.iter().any(|kv| PRIORITY_ANNOTATIONS.contains(&kv.key.as_str()));
         if annotated {
-            return Err(refuse("sunk.dev/priority", priority.to_string(), ceiling(grant.max_priority)));
+            return Err(refuse(PRIORITY_ANNOTATION, priority.to_string(), ceiling(grant.max_priority)));
         }
         // Raised by the pod's PriorityClass: capped, as Kubernetes ranks are the operator's to map.
         request.priority = (grant.max_priority > 0).then_some(grant.max_priority);
     }
     if !request.required_nodes.is_empty() && !grant.required_nodes {
         let granted = "naming nodes is not granted".to_owned();
-        return Err(refuse("sunk.dev/required-nodes", request.required_nodes.join(","), granted));
+        return Err(refuse(REQUIRED_NODES_ANNOTATION, request.required_nodes.join(","), granted));
     }
     if let Some(directory) = &request.current_working_directory
         && !grant.working_directory
     {
         let granted = "choosing the working directory is not granted".to_owned();
-        return Err(refuse("sunk.dev/current-working-dir", directory.clone(), granted));
+        return Err(refuse(WORKING_DIR_ANNOTATION, directory.clone(), granted));
     }
     Ok(request)
 }
