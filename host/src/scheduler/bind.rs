@@ -10,7 +10,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::conditions::WaitReason;
 use super::link;
 use super::placeholder::Placeholder;
-use super::timing::RETRY;
+use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT};
 use super::{Context, conditions, node_room};
 use crate::error::Error;
 use crate::slurm::{Job, JobUpdate, expand_hostlist};
@@ -82,12 +82,6 @@ pub async fn cancel_as_replaced(placeholder: &Placeholder, ctx: &Context) -> Res
     Ok(marked)
 }
 
-/// How soon a pod waiting for a leaving pod's room looks again: a pod leaves within seconds.
-const ROOM_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
-/// How long after its placeholder started a pod waits for a leaving pod at most: a pod that never
-/// leaves (its kubelet gone) must not hold the job's node idle; the kubelet then decides.
-const ROOM_WAIT_LIMIT: u64 = 60;
-
 /// The pod leaving `node` whose requests leave no room there for `pod` yet, if one does. Only when
 /// this scheduler's own pods show one leaving is the Node's every pod read (one live list, by node).
 /// Anything unknown binds, as before: the kubelet decides.
@@ -129,7 +123,7 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
         conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
         return Ok(Action::requeue(RETRY));
     };
-    let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT);
+    let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
     let leaving = if may_wait { room_held(pod, &node, ctx).await } else { None };
     if let Some(leaving) = leaving {
         let message = format!(

@@ -8,7 +8,6 @@
 //! and the job cache, so a restart at any point resumes where it stopped.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
@@ -22,7 +21,7 @@ use super::placeholder::Placeholder;
 use super::pod_phase::leaving;
 use super::preemption::TakenBySlurm;
 use super::submit::ExcludedNodes;
-use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
+use super::timing::{CONTAINERS_STOPPED_RECHECK, FIRST_LISTING_RECHECK, RECHECK, RETRY, SLURM_PATIENCE, STOP_GRACE};
 use super::{Context, bind, conditions, gang, held, preemption, submit};
 use crate::error::Error;
 use crate::slurm::JobState;
@@ -103,8 +102,8 @@ async fn act(pod: &WatchedPod, key: PodKey, next: Next<'_>, ctx: &Context) -> Re
             conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
             Ok(Action::requeue(RETRY))
         }
-        Next::AwaitFirstListing => Ok(Action::requeue(Duration::from_millis(500))),
-        Next::AwaitContainersStopped => Ok(Action::requeue(Duration::from_secs(1))),
+        Next::AwaitFirstListing => Ok(Action::requeue(FIRST_LISTING_RECHECK)),
+        Next::AwaitContainersStopped => Ok(Action::requeue(CONTAINERS_STOPPED_RECHECK)),
         Next::CancelForLeaving { live, why } => {
             for placeholder in live {
                 gang::keep_members_waiting(ctx.slurm.as_ref(), placeholder).await;
@@ -228,10 +227,6 @@ pub fn error_policy(pod: Arc<WatchedPod>, error: &Error, ctx: Arc<Context>) -> A
     tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %error, "reconcile failed; retrying");
     Action::requeue(RETRY)
 }
-
-/// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports
-/// its containers stopped must not hold a Slurm node for ever).
-const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// Whether a bound pod being deleted may still have containers on its Node (until its grace period
 /// ended `STOP_GRACE` ago).

@@ -3,7 +3,6 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::scheduler::watched_pod::{PodNeeds, WatchedPod};
 use kube::runtime::controller::Action;
@@ -17,7 +16,7 @@ use super::placeholder::{self, PlaceholderKind};
 use super::placement::Verdict;
 use super::placement_checks::Grounds;
 use super::pod_rules::{self, PodPlacement};
-use super::timing::{RECHECK, RETRY};
+use super::timing::{RECHECK, RETRY, UNREADABLE_RECHECK};
 use super::{Context, bind, conditions, exclusions, pod_record};
 use crate::error::Error;
 use crate::failpoint;
@@ -25,9 +24,6 @@ use crate::policy::worlds::MapPodInput;
 use crate::policy::{JobRequest, Mapping, PolicyError, Rejection};
 use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError, compress_hostlist};
 use crate::tenancy::{self, NotGranted};
-
-/// How soon a pod looks again when Slurm's nodes could not be read.
-const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
 
 pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
     let mut request = match map(pod, ctx).await? {
@@ -295,7 +291,6 @@ async fn placement(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action
         Err(unreadable) => {
             let message = format!("cannot read Slurm's nodes ({unreadable}); the pod waits for slurmrestd");
             conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
-            // Usually a moment (the first listing after a start, one failed poll): look again soon.
             Ok(ControlFlow::Break(Action::requeue(UNREADABLE_RECHECK)))
         }
     }

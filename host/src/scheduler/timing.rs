@@ -1,12 +1,46 @@
-//! How long the scheduler waits before it looks at a pod again, in one place: each step returns one
-//! of these with its decision instead of choosing a number of its own.
+//! How long the scheduler waits before it looks at a pod again, and how long it gives Slurm, a job
+//! or a pod before it acts on what has not happened yet, in one place: each step returns one of these
+//! with its decision instead of choosing a number of its own.
+//!
+//! Not here: how often Slurm is polled (`job_poll`, `preemption::known_rules`) and how long a memory
+//! keeps an entry (`placement_checks`, `preemption::in_flight`, `batch`): each is part of what its
+//! module does, and tested there. `bind::UNHOSTED_PATIENCE` is still in `bind`, where docs/chaos.md
+//! names it.
 
 use std::time::Duration;
+
+// Looking at a pod again.
 
 /// A second look when nothing is expected to change the pod sooner (a watch event, a change of
 /// Slurm's jobs or nodes, or another member of its group brings it back earlier).
 pub const RECHECK: Duration = Duration::from_secs(60);
 /// Soon again, after something that should pass (a conflict, a job not listed yet, Slurm busy).
 pub const RETRY: Duration = Duration::from_secs(5);
+/// Before the first job listing, "no job" is not known to be true; that listing is a poll away.
+pub const FIRST_LISTING_RECHECK: Duration = Duration::from_millis(500);
+/// Slurm's nodes could not be read: usually a moment (the first listing after a start, one failed
+/// poll), so soon again.
+pub const UNREADABLE_RECHECK: Duration = Duration::from_millis(500);
+/// A leaving pod's containers may still hold its Node; a kubelet reports them stopped within seconds.
+pub const CONTAINERS_STOPPED_RECHECK: Duration = Duration::from_secs(1);
+/// A pod waiting for a leaving pod's room on its Node: a pod leaves within seconds.
+pub const ROOM_RECHECK: Duration = Duration::from_secs(1);
+/// A placeholder Slurm requeued whose preemptor has not started yet: it starts within moments.
+pub const PREEMPTOR_RECHECK: Duration = Duration::from_secs(1);
+
+// Patience: how long something may not happen before the scheduler acts on it.
+
 /// How long a job listing may go unanswered before waiting pods say Slurm cannot be reached.
 pub const SLURM_PATIENCE: Duration = Duration::from_secs(10);
+/// How long a job listing may go unanswered before nothing is preempted on it: a decision on a stale
+/// view could kill a job that has already gone or moved.
+pub const PREEMPTION_PATIENCE: Duration = Duration::from_secs(10);
+/// How long after Slurm's own preemption the preemptor may take to start (it starts a moment after
+/// its victim is gone), before the pod's Event says Slurm does not name it.
+pub const PREEMPTOR_PATIENCE: Duration = Duration::from_secs(5);
+/// How long after its placeholder started a pod waits for a leaving pod at most: a pod that never
+/// leaves (its kubelet gone) must not hold the job's node idle; the kubelet then decides.
+pub const ROOM_WAIT_LIMIT: Duration = Duration::from_secs(60);
+/// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports
+/// its containers stopped must not hold a Slurm node for ever).
+pub const STOP_GRACE: Duration = Duration::from_secs(30);

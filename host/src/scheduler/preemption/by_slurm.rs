@@ -8,12 +8,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::scheduler::timing::PREEMPTOR_PATIENCE;
 use crate::slurm::{Job, JobState, expand_hostlist};
-
-/// How long after the preemption the preemptor may take to start.
-pub const PATIENCE: Duration = Duration::from_secs(5);
 
 /// The job that started on `nodes` at or after `since` (UNIX seconds), the earliest if several.
 pub fn preemptor<'a>(victim: u32, nodes: &BTreeSet<String>, since: u64, holding: &'a [Job]) -> Option<&'a Job> {
@@ -31,11 +29,11 @@ pub fn preemptor<'a>(victim: u32, nodes: &BTreeSet<String>, since: u64, holding:
 pub struct FirstSeen(Mutex<HashMap<u32, Instant>>);
 
 impl FirstSeen {
-    /// Whether `job_id`, first seen now or earlier, has been seen for longer than [`PATIENCE`].
+    /// Whether `job_id`, first seen now or earlier, has been seen for longer than [`PREEMPTOR_PATIENCE`].
     pub fn patience_over(&self, job_id: u32) -> bool {
         let mut seen = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        seen.retain(|_, at| at.elapsed() < PATIENCE * 10);
-        seen.entry(job_id).or_insert_with(Instant::now).elapsed() >= PATIENCE
+        seen.retain(|_, at| at.elapsed() < PREEMPTOR_PATIENCE * 10);
+        seen.entry(job_id).or_insert_with(Instant::now).elapsed() >= PREEMPTOR_PATIENCE
     }
 }
 
@@ -94,7 +92,7 @@ mod tests {
     fn patience_runs_from_the_first_sighting() {
         let seen = FirstSeen::default();
         assert!(!seen.patience_over(4));
-        seen.0.lock().unwrap().insert(4, Instant::now() - PATIENCE);
+        seen.0.lock().unwrap().insert(4, Instant::now() - PREEMPTOR_PATIENCE);
         assert!(seen.patience_over(4));
     }
 }

@@ -34,6 +34,7 @@ use super::metrics::PreemptionResult;
 use super::placeholder::Placeholder;
 use super::pod_phase::leaving;
 use super::submit::pod_spec;
+use super::timing::{PREEMPTION_PATIENCE, PREEMPTOR_RECHECK};
 use super::{Context, exclusions, pod_lookup};
 use crate::error::Error;
 use crate::policy::worlds::ChooseVictimsInput;
@@ -44,9 +45,6 @@ use slurm_rules::Protection;
 /// Slurm's reason for a job that waits for nodes to free. (`Priority` is not enough: a job of higher
 /// priority waits first, and room made now would go to it.)
 const WAITING_FOR_RESOURCES: &str = "Resources";
-
-/// How long a job listing may go unanswered before nothing is preempted on it.
-const PATIENCE: Duration = Duration::from_secs(10);
 
 /// What a preemption pass did, for the waiting pod's condition.
 pub struct Outcome {
@@ -74,7 +72,7 @@ pub async fn consider(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context
         return Ok(Some(Outcome { note: busy, look_again_soon: true }));
     }
     // Fail closed: a decision on a stale view could kill a job that has already gone or moved.
-    if ctx.jobs.unreachable(PATIENCE).is_some() {
+    if ctx.jobs.unreachable(PREEMPTION_PATIENCE).is_some() {
         return Ok(None);
     }
     let mut input = match offer_for(pod, placeholder, &holding, ctx) {
@@ -236,7 +234,7 @@ pub fn taken_by_slurm(pod: &WatchedPod, job: &Job, ctx: &Context) -> Option<Take
     let who = match by_slurm::preemptor(job.job_id, &nodes, since, &holding) {
         Some(preemptor) => by_slurm::describe(preemptor),
         None if !ctx.requeued_seen.patience_over(job.job_id) => {
-            return Some(TakenBySlurm::AwaitPreemptor(Duration::from_secs(1)));
+            return Some(TakenBySlurm::AwaitPreemptor(PREEMPTOR_RECHECK));
         }
         None if preempted_at.is_some() => "a job Slurm does not name".to_string(),
         None => return None,
