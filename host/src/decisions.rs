@@ -2,9 +2,9 @@
 //!
 //! A decision may compute for its whole fuel budget, so it runs under `block_in_place`, which hands
 //! the async worker's other tasks to a thread of the blocking pool. Unbounded, a burst of 10,000 pods
-//! arriving at once had the runtime start its most blocking threads (512), each with a stack and an
+//! arriving at once has the runtime start its most blocking threads (512), each with a stack and an
 //! allocator arena of its own, and the pool's Wasm instance slots touched by as many decisions at
-//! once stayed resident. So at most one decision per core runs at a time; the others wait here, asleep.
+//! once stay resident. So at most one decision per core runs at a time; the others wait here, asleep.
 
 use std::sync::LazyLock;
 

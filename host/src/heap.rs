@@ -1,6 +1,6 @@
 //! The host's heap: glibc's allocator tuned to give back what a burst freed, and how many bytes the
 //! host has allocated and not freed (`sunk_heap_bytes`), its live heap. The process's RSS is that
-//! and whatever the allocator keeps for later; untuned, under 10,000 arriving pods, the two differed
+//! and whatever the allocator keeps for later; untuned, under 10,000 arriving pods, the two differ
 //! by a factor of three (docs/benchmarks.md, scale-bench), and the count says which one grew.
 
 use std::alloc::{GlobalAlloc, Layout, System};

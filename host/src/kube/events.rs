@@ -19,8 +19,8 @@ use tokio::sync::Mutex;
 const KEEP: Duration = Duration::from_secs(600);
 
 /// Recorders kept at most. Most notes are said once (10,000 pods arriving each get "submitted as
-/// Slurm job 12_7"); a recorder, with its cache of the series it made, each for ten minutes, was
-/// 10,000 of them, and a scan of all on every Event. The notes that repeat are the recent ones.
+/// Slurm job 12_7"); a recorder, with its cache of the series it made, each for ten minutes, would
+/// be 10,000 of them, and a scan of all on every Event. The notes that repeat are the recent ones.
 const MOST_NOTES: usize = 1024;
 
 #[derive(Clone)]

@@ -366,8 +366,8 @@ fn the_old_record_goes_before_a_replacement_starts() {
     assert!(plan.waiting.iter().any(|w| w.contains("job still holds it")));
 }
 
-/// Found by the chaos run: a slurmd pod deleted under a running job left its node COMPLETING, which
-/// only its (gone) slurmd could end, so the Node had no slurmd until slurmctld's SlurmdTimeout.
+/// A slurmd pod deleted under a running job leaves its node COMPLETING, which only its (gone) slurmd
+/// can end: unless the record is marked down, the Node has no slurmd until slurmctld's SlurmdTimeout.
 #[test]
 fn a_record_left_completing_by_a_gone_slurmd_is_marked_down_and_only_that() {
     let world = World::new(&["a"]);

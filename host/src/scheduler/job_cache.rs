@@ -55,7 +55,7 @@ struct State {
 }
 
 /// The pod's placeholders, made room for one: a `Vec`'s first push makes room for four, and a
-/// placeholder is about 1 KB, so 10,000 waiting pods held 30 MB of room for jobs that never come.
+/// placeholder is about 1 KB, so 10,000 waiting pods would hold 30 MB of room for jobs that never come.
 fn placeholders_of<'a>(by_pod: &'a mut HashMap<String, Vec<Placeholder>>, uid: &str) -> &'a mut Vec<Placeholder> {
     by_pod.entry(uid.to_owned()).or_insert_with(|| Vec::with_capacity(1))
 }

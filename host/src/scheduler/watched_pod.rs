@@ -1,7 +1,7 @@
 //! What the scheduler keeps of a pod: what it and its policies read, not what a kubelet needs to run
 //! the pod. The watch decodes each pod straight into these types, so nothing else is ever built.
 //! Kubernetes's own types are large even when empty (a `Pod` is 2.2 KB and each `Container` 2.1 KB
-//! before any of their strings), and 10,000 waiting pods kept as trimmed `Pod`s were 44 MB of the
+//! before any of their strings), and 10,000 waiting pods kept as trimmed `Pod`s take 44 MB of the
 //! leader's heap (docs/benchmarks.md, scale-bench). The fields keep Kubernetes's names and shapes,
 //! so reading one reads as reading a `Pod`. Nothing is ever written back from these: writes name
 //! the pod, and the API server keeps the rest.

@@ -36,8 +36,8 @@ async fn an_incomplete_group_asks_slurm_for_nothing() {
 }
 
 /// A change in a group re-decides every member: with all three members of a 3-pod group on a 2-node
-/// cluster, each says `Unschedulable`, not only the last one created (the others used to keep saying
-/// their group was incomplete until their next recheck, a minute later).
+/// cluster, each says `Unschedulable`, not only the last one created (the others would say their
+/// group is incomplete until their next recheck, a minute later).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_member_of_a_group_too_big_for_the_cluster_says_unschedulable() {
     let mut world = World::new().await;
