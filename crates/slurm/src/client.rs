@@ -143,14 +143,6 @@ impl SlurmClient {
         );
     }
 
-    /// A client of a slurmrestd that is not there (nothing listens on port 9): every request fails
-    /// as unreachable. For unit tests of what calls Slurm.
-    pub fn unreachable_for_tests() -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
-        Self::new("http://127.0.0.1:9", signer).expect("a valid URL")
-    }
-
     /// The same slurmrestd with at most `requests` requests in flight at once (at least one), of
     /// which listings may take all but one, besides one node listing.
     pub fn with_max_in_flight(self, requests: usize) -> Self {
@@ -521,9 +513,17 @@ fn is_over(error_number: i64) -> bool {
 mod tests {
     use super::*;
 
+    /// A client of a slurmrestd that is not there (nothing listens on port 9): every request fails
+    /// as unreachable.
+    fn unreachable() -> SlurmClient {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
+        SlurmClient::new("http://127.0.0.1:9", signer).expect("a valid URL")
+    }
+
     #[tokio::test]
     async fn an_empty_cancel_is_never_sent() {
-        let slurm = SlurmClient::unreachable_for_tests();
+        let slurm = unreachable();
         assert!(slurm.cancel_jobs::<u32>(&[]).await.unwrap().is_empty());
         assert!(slurm.cancel_jobs(&[1]).await.is_err(), "a real cancel does reach for slurmrestd");
     }

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 
 use crate::policy::{Condition, ConditionChange, Cordon, LabelChange, NodeEvent, PodTermination};
 
-pub use crate::vocabulary::DRAIN_LABEL;
+use crate::vocabulary::DRAIN_LABEL;
 
 /// One present cause: a stable key (recorded on the pod when it drains the node) and its event.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::kube::one_line;
 use crate::slurm;
 
-pub use crate::vocabulary::{DRAIN_ANNOTATION, DRAINED_FOR_ANNOTATION, LEGACY_DRAIN_ANNOTATION, STATE_ANNOTATION};
+use crate::vocabulary::{DRAIN_ANNOTATION, LEGACY_DRAIN_ANNOTATION, STATE_ANNOTATION};
 use crate::vocabulary::{NODE_CONDITIONS, POD_CONDITION_PREFIX};
 /// Slurm state flags shown as pod conditions (`SlurmNodeDrain`, ...); the rest are bookkeeping.
 const FLAG_CONDITIONS: &[&str] =

@@ -18,7 +18,5 @@ mod mirror;
 mod own_writes;
 mod reconcile;
 
-pub use causes::DRAIN_LABEL;
 pub use controller::{Config, run};
 pub use metrics::SyncerMetrics;
-pub use mirror::{DRAIN_ANNOTATION, DRAINED_FOR_ANNOTATION, LEGACY_DRAIN_ANNOTATION, STATE_ANNOTATION};

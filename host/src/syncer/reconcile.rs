@@ -19,13 +19,14 @@ use kube::{Resource, ResourceExt};
 use super::causes;
 use super::context::Context;
 use super::decide::{self, DecideInput, Decided, SyncStep, View, Withheld, decide};
-use super::mirror::{self, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
+use super::mirror;
 use crate::error::Error;
 use crate::kube::gone_is_done;
 use crate::nodeset::{DRAIN_SINCE_ANNOTATION, SLURM_NODE_LABEL, SlurmNodeOwner, controlling_nodeset, node_context};
 use crate::policy::worlds::NodeEventInput;
 use crate::policy::{NodeEvent, SlurmStateChange};
 use crate::slurm::{self, NodeSnapshot, NodeUpdate};
+use crate::vocabulary::{DRAIN_ANNOTATION, DRAINED_FOR_ANNOTATION, STATE_ANNOTATION};
 
 /// Even a settled Node is looked at again this often.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -212,7 +213,7 @@ async fn apply(
             ctx.slurm.update_node(&slurm_node.name, &NodeUpdate::drain(reason)).await?;
             ctx.own_writes.drained(&slurm_node.name, reason);
             annotations.insert(DRAINED_FOR_ANNOTATION.into(), Some(cause.clone()));
-            annotations.insert(mirror::DRAIN_ANNOTATION.into(), Some(reason.clone()));
+            annotations.insert(DRAIN_ANNOTATION.into(), Some(reason.clone()));
             let (event, note) = if *reapplied {
                 (
                     "SlurmDrainReapplied",
