@@ -28,6 +28,7 @@ struct Context {
     recorder: EventRecorder,
 }
 
+/// Only a write to the API server fails a report (not [`crate::error::Error`]: no Slurm, no policy).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
