@@ -147,15 +147,7 @@ fn directory_values(public_key: &str) -> Vec<String> {
         "groups": [{"name": "ml", "gid": 1000, "members": [USER]}],
         "ldap": {"enabled": true},
     });
-    let mut values = Vec::new();
-    for (key, value) in [
-        ("slurmCluster.identity", identity),
-        ("slurmCluster.home", json!({"enabled": true, "size": "1Gi"})),
-        ("slurmCluster.login", json!({"enabled": true})),
-    ] {
-        values.extend(["--set-json".to_string(), format!("{key}={value}")]);
-    }
-    values
+    with_home_and_login(identity)
 }
 
 /// The values of a cluster whose one user, with `public_key`, is in files, with a shared home and a
@@ -165,6 +157,11 @@ fn login_values(public_key: &str) -> Vec<String> {
         "users": [{"name": USER, "uid": 1000, "gid": 1000, "sshAuthorizedKeys": [public_key]}],
         "groups": [{"name": USER, "gid": 1000}],
     });
+    with_home_and_login(identity)
+}
+
+/// `--set-json` values of a cluster of `identity` with a shared home and a login node.
+fn with_home_and_login(identity: serde_json::Value) -> Vec<String> {
     let mut values = Vec::new();
     for (key, value) in [
         ("slurmCluster.identity", identity),
