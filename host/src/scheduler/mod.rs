@@ -30,6 +30,7 @@ mod pod_rules;
 pub mod preemption;
 mod reconcile;
 mod scope;
+pub mod shared_neighbourhood;
 mod shared_verdicts;
 mod slurmd_pods;
 mod submit;
@@ -151,9 +152,9 @@ pub struct Context {
     pub slurm_rules: preemption::KnownRules,
     /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
     pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<WatchedPod>>,
-    /// Every pod of the cluster (see [`Config::every_pod`]), and whether one refuses others.
+    /// Every pod of the cluster (see [`Config::every_pod`]), and those bound, indexed once per poll.
     pub every_pod: Option<reflector::Store<WatchedPod>>,
-    pub refusers: pod_rules::Refusers,
+    pub refusers: shared_neighbourhood::SharedNeighbourhood,
     /// The claims, volumes and classes, when the host reads them (see [`Config::volume_topology`]).
     pub volumes: Option<volume_stores::VolumeStores>,
 }
@@ -240,9 +241,9 @@ pub async fn run(
         tokio::spawn(preemption::read_rules(slurm_rules.clone(), slurm.clone(), config.slurm_rules.clone()));
     }
     let grants = Grants::new(config.tenancy.clone(), namespace_labels(&client, &config.tenancy));
-    let refusers = pod_rules::Refusers::default();
+    let refusers = shared_neighbourhood::SharedNeighbourhood::new(config.poll_interval);
     if let Some(every_pod) = &config.every_pod {
-        tokio::spawn(refusers.clone().watch(every_pod.clone(), config.poll_interval));
+        tokio::spawn(refusers.clone().watch(every_pod.clone()));
     }
     let volumes = config
         .volume_topology

@@ -13,10 +13,12 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::shared_neighbourhood::BoundPods;
 use super::topology_spread;
 use crate::scheduler::watched_pod::WatchedPod;
 
@@ -125,13 +127,18 @@ impl fmt::Display for Ignored {
     }
 }
 
-/// The Nodes and the pods their kubelets run, indexed once per pass and shared by every pending pod's
-/// judgement: by namespace, because a term reads the pods of the namespaces it names, and the pods
-/// with a required anti-affinity apart, because those may refuse any pod.
+/// The Nodes and the pods their kubelets run, as one pending pod's judgement reads them: by
+/// namespace, because a term reads the pods of the namespaces it names, and the pods with a required
+/// anti-affinity apart, because those may refuse any pod. The bound pods come either from a
+/// [`BoundPods`] built once per poll and shared by every pass ([`Self::sharing`]), or are given here
+/// ([`Self::new`], [`Self::assume`]).
 pub struct Neighbourhood<'a> {
     pub(super) nodes: Vec<&'a Node>,
     by_name: HashMap<&'a str, usize>,
-    pub(super) by_namespace: HashMap<&'a str, Vec<Placed<'a>>>,
+    /// The shared pods, and where each Node name they are bound to is in `nodes` (`None`: no such Node).
+    shared: Option<(&'a BoundPods, Vec<Option<usize>>)>,
+    /// The pods given here, besides any shared ones.
+    by_namespace: HashMap<&'a str, Vec<Placed<'a>>>,
     refusing: Vec<(Placed<'a>, Vec<Term<'a>>)>,
 }
 
@@ -149,8 +156,13 @@ impl<'a> Neighbourhood<'a> {
     pub fn new(nodes: impl IntoIterator<Item = &'a Node>, pods: impl IntoIterator<Item = &'a WatchedPod>) -> Self {
         let nodes: Vec<&Node> = nodes.into_iter().collect();
         let by_name = nodes.iter().enumerate().filter_map(|(at, node)| Some((node.metadata.name.as_deref()?, at)));
-        let mut neighbourhood =
-            Self { by_name: by_name.collect(), nodes, by_namespace: HashMap::new(), refusing: Vec::new() };
+        let mut neighbourhood = Self {
+            by_name: by_name.collect(),
+            nodes,
+            shared: None,
+            by_namespace: HashMap::new(),
+            refusing: Vec::new(),
+        };
         for pod in pods {
             if let Some(node) = pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) {
                 neighbourhood.assume(pod, node);
@@ -159,23 +171,35 @@ impl<'a> Neighbourhood<'a> {
         neighbourhood
     }
 
+    /// [`Self::new`] with the pods of `bound`, indexed already: O(N) for N Nodes, plus reading the
+    /// terms of the pods with a required anti-affinity, whatever the number of pods. The Nodes are
+    /// the caller's (current), the pods as they were when `bound` was built.
+    pub fn sharing(nodes: impl IntoIterator<Item = &'a Node>, bound: &'a BoundPods) -> Self {
+        let mut neighbourhood = Self::new(nodes, []);
+        let at: Vec<Option<usize>> =
+            bound.node_names.iter().map(|name| neighbourhood.by_name.get(name.as_str()).copied()).collect();
+        for (pod, node) in &bound.refusing {
+            let Some(node) = at[*node] else { continue };
+            let terms = refusing_terms(pod);
+            if !terms.is_empty() {
+                neighbourhood.refusing.push((Placed { pod, node }, terms));
+            }
+        }
+        neighbourhood.shared = Some((bound, at));
+        neighbourhood
+    }
+
     /// Counts `pod` as running on `node` before it is bound there (Slurm has given it the Node), as
     /// kube-scheduler counts the pods it has assumed: the next pod of a Deployment must see it. Not
     /// for a pod already among the bound ones, which would count twice.
     pub fn assume(&mut self, pod: &'a WatchedPod, node: &str) {
-        // The scheduler's informer leaves out pods that have finished: their kubelet runs them no more.
-        let finished = pod.status.as_ref().and_then(|status| status.phase.as_deref());
         let Some(&node) = self.by_name.get(node) else { return };
-        if matches!(finished, Some("Succeeded" | "Failed")) {
+        if finished(pod) {
             return;
         }
         let placed = Placed { pod, node };
         self.by_namespace.entry(namespace_of(pod)).or_default().push(placed);
-        let anti = pod.spec.as_ref().and_then(|spec| spec.affinity.as_ref()?.pod_anti_affinity.as_ref());
-        let required = anti.and_then(|anti| anti.required_during_scheduling_ignored_during_execution.as_deref());
-        // A bound pod's term kube-scheduler cannot read refuses nothing there either.
-        let terms: Vec<Term> =
-            required.unwrap_or_default().iter().filter_map(|term| Term::read(pod, term).ok()).collect();
+        let terms = refusing_terms(pod);
         if !terms.is_empty() {
             self.refusing.push((placed, terms));
         }
@@ -184,6 +208,58 @@ impl<'a> Neighbourhood<'a> {
     pub(super) fn node_labels(&self, node: usize) -> &'a BTreeMap<String, String> {
         labels(self.nodes[node].metadata.labels.as_ref())
     }
+
+    /// The pods of `namespace` on the Nodes: the shared ones, then those given here.
+    pub(super) fn pods_in<'n>(&'n self, namespace: &str) -> impl Iterator<Item = Placed<'a>> + 'n {
+        let shared = self.shared.as_ref().and_then(|(bound, at)| Some((bound.by_namespace.get(namespace)?, at)));
+        let shared = shared.into_iter().flat_map(|(pods, at)| placed(pods, at));
+        shared.chain(self.by_namespace.get(namespace).into_iter().flatten().copied())
+    }
+
+    /// Every pod on the Nodes, in any namespace.
+    fn every_pod<'n>(&'n self) -> impl Iterator<Item = Placed<'a>> + 'n {
+        let shared =
+            self.shared.iter().flat_map(|(bound, at)| bound.by_namespace.values().flat_map(|pods| placed(pods, at)));
+        shared.chain(self.by_namespace.values().flatten().copied())
+    }
+
+    /// The namespaces with a pod on the Nodes (one may be named twice).
+    fn namespaces<'n>(&'n self) -> impl Iterator<Item = &'a str> + 'n {
+        let shared = self.shared.iter().flat_map(|(bound, _)| bound.by_namespace.keys().map(String::as_str));
+        shared.chain(self.by_namespace.keys().copied())
+    }
+}
+
+/// The shared `pods` that are on one of the Nodes, `at` giving where each Node name is.
+fn placed<'a, 'n>(
+    pods: &'a [(Arc<WatchedPod>, usize)],
+    at: &'n [Option<usize>],
+) -> impl Iterator<Item = Placed<'a>> + 'n
+where
+    'a: 'n,
+{
+    pods.iter().filter_map(|(pod, node)| Some(Placed { pod, node: at[*node]? }))
+}
+
+/// Whether the pod has finished: the scheduler's informer leaves such pods out, their kubelet runs
+/// them no more.
+pub(super) fn finished(pod: &WatchedPod) -> bool {
+    let phase = pod.status.as_ref().and_then(|status| status.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// Whether the pod carries a required pod anti-affinity (one that may refuse other pods).
+pub(super) fn refuses_others(pod: &WatchedPod) -> bool {
+    let anti = pod.spec.as_ref().and_then(|spec| spec.affinity.as_ref()?.pod_anti_affinity.as_ref());
+    anti.is_some_and(|anti| anti.required_during_scheduling_ignored_during_execution.is_some())
+}
+
+/// A bound pod's required anti-affinity terms; one kube-scheduler cannot read refuses nothing there
+/// either.
+fn refusing_terms(pod: &WatchedPod) -> Vec<Term<'_>> {
+    let anti = pod.spec.as_ref().and_then(|spec| spec.affinity.as_ref()?.pod_anti_affinity.as_ref());
+    let required = anti.and_then(|anti| anti.required_during_scheduling_ignored_during_execution.as_deref());
+    required.unwrap_or_default().iter().filter_map(|term| Term::read(pod, term).ok()).collect()
 }
 
 /// What `pod`'s required pod (anti-)affinity and spread constraints, and the bound pods' required
@@ -398,10 +474,8 @@ impl<'a> Namespaces<'a> {
 
     fn pods<'n>(&'n self, neighbourhood: &'n Neighbourhood<'a>) -> Box<dyn Iterator<Item = Placed<'a>> + 'n> {
         match self {
-            Namespaces::Every => Box::new(neighbourhood.by_namespace.values().flatten().copied()),
-            Namespaces::Only(names) => {
-                Box::new(names.iter().filter_map(|name| neighbourhood.by_namespace.get(name)).flatten().copied())
-            }
+            Namespaces::Every => Box::new(neighbourhood.every_pod()),
+            Namespaces::Only(names) => Box::new(names.iter().flat_map(|name| neighbourhood.pods_in(name))),
         }
     }
 }
@@ -448,7 +522,7 @@ impl<'a> Term<'a> {
         }
         let mut names: HashSet<&str> = self.namespace_names.iter().copied().collect();
         if !matches!(self.namespace_selector, Selector::Nothing) {
-            let known = neighbourhood.by_namespace.keys().copied().chain([namespace_of(pod)]);
+            let known = neighbourhood.namespaces().chain([namespace_of(pod)]);
             let picked =
                 |name: &&str| namespace_labels(name).is_some_and(|labels| self.namespace_selector.matches(&labels));
             names.extend(known.filter(picked));

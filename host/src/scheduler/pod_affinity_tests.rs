@@ -682,3 +682,54 @@ fn what_is_not_honoured_exactly_is_refused_naming_the_field() {
         }
     }
 }
+
+#[test]
+fn a_shared_view_judges_as_the_pods_given_directly() {
+    let guard = |name: &str, namespace: &str, node: &str| {
+        bound(name, namespace, node, json!({"app": "guard"}), in_spec(anti(json!([term(HOSTNAME, app("web"))]))))
+    };
+    let web_on = |name: &str, namespace: &str, node: &str| bound(name, namespace, node, web(), json!({}));
+    let finished = bound("done", "default", "n1", web(), json!({"status": {"phase": "Succeeded"}}));
+    let selecting = |selector: Value| {
+        let mut term = term(ZONE, app("web"));
+        merge(&mut term, json!({"namespaceSelector": selector}));
+        term
+    };
+    let others = vec![
+        web_on("web-1", "default", "n1"),
+        web_on("web-2", "team-a", "n3"),
+        web_on("web-3", "default", "gone"),
+        guard("guard-1", "default", "n2"),
+        guard("guard-2", "team-b", "n3"),
+        finished,
+    ];
+    let pods = [
+        ("no rule", pending("default", web(), json!({}))),
+        ("anti-affinity by zone", pending("default", web(), anti(json!([term(ZONE, app("web"))])))),
+        ("affinity by hostname", pending("default", web(), affinity(json!([term(HOSTNAME, app("web"))])))),
+        ("every namespace", pending("default", web(), anti(json!([selecting(json!({}))])))),
+        (
+            "namespaces by label",
+            pending("default", web(), anti(json!([selecting(json!({"matchLabels": {"team": "a"}}))]))),
+        ),
+        ("spread by hostname", pending("default", web(), spread(HOSTNAME, 1, json!({})))),
+        ("spread by zone", pending("team-a", web(), spread(ZONE, 1, json!({})))),
+    ];
+    let nodes: Vec<Node> = ZONES_AND_BARE.iter().map(|spec| node(spec)).collect();
+    let direct = Neighbourhood::new(&nodes, &others);
+    let bound_pods = BoundPods::new(others.iter().cloned().map(Arc::new).collect());
+    let shared = Neighbourhood::sharing(&nodes, &bound_pods);
+    // Some shared, the rest given on top (bound since the view was built).
+    let (before, since) = others.split_at(3);
+    let half = BoundPods::new(before.iter().cloned().map(Arc::new).collect());
+    let mut partly = Neighbourhood::sharing(&nodes, &half);
+    for pod in since {
+        partly.assume(pod, pod.spec.as_ref().unwrap().node_name.as_deref().unwrap());
+    }
+    for (name, pod) in &pods {
+        let expected = judge(pod, &direct, namespace_labels);
+        assert_eq!(judge(pod, &shared, namespace_labels), expected, "{name}: shared");
+        assert_eq!(judge(pod, &partly, namespace_labels), expected, "{name}: partly shared");
+    }
+    assert!(excluded(&judge(&pods[0].1, &shared, namespace_labels)).contains(&"n2"), "guard-1 refuses n2");
+}

@@ -8,16 +8,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
 use super::Context;
 use super::conditions::WaitReason;
 use super::placement::Verdict;
 use super::pod_affinity::{Neighbourhood, PodRules, judge};
+use super::shared_neighbourhood::BoundPods;
 use super::volume_topology::{self, VolumeReach};
 use crate::scheduler::watched_pod::WatchedPod;
 use crate::slurm::expand_hostlist;
@@ -38,29 +36,6 @@ impl PodPlacement {
     /// A claimed volume not ready for the pod yet (its claim missing or not bound): the field and why.
     fn volume_not_ready(why: String) -> Self {
         PodPlacement::Waits(WaitReason::VolumeNotReady, format!("waiting for a volume: {why}"))
-    }
-}
-
-/// Whether any pod of the cluster carries a required pod anti-affinity (which may refuse any other
-/// pod), looked at once per poll rather than on every pod's pass.
-#[derive(Clone, Default)]
-pub struct Refusers(Arc<AtomicBool>);
-
-impl Refusers {
-    pub async fn watch(self, pods: Store<WatchedPod>, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval);
-        loop {
-            ticker.tick().await;
-            let any = pods.state().iter().any(|pod| {
-                let anti = pod.spec.as_ref().and_then(|spec| spec.affinity.as_ref()?.pod_anti_affinity.as_ref());
-                anti.is_some_and(|anti| anti.required_during_scheduling_ignored_during_execution.is_some())
-            });
-            self.0.store(any, Ordering::Relaxed);
-        }
-    }
-
-    fn any(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
     }
 }
 
@@ -122,25 +97,22 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
                 .into(),
         );
     }
-    let (nodes, pods, own) = (ctx.placement.nodes.state(), every_pod.state(), ctx.pods.state());
+    // Every pass shares one index of the bound pods, built at most once per poll; this scheduler's
+    // own pods are added from its store as it is now (see `shared_neighbourhood`).
+    let bound = ctx.refusers.read(every_pod);
+    let (nodes, own) = (ctx.placement.nodes.state(), ctx.pods.state());
     let kube_node_of = ctx.slurmd.kube_nodes();
-    let mut neighbourhood = Neighbourhood::new(nodes.iter().map(AsRef::as_ref), pods.iter().map(AsRef::as_ref));
-    // Pods whose placeholder Slurm started but which are not bound yet are there already: the next
-    // replica of a Deployment must see the one before it.
-    let assumed: Vec<(&WatchedPod, &String)> = own
-        .iter()
-        .filter(|other| other.uid() != pod.uid() && other.spec.as_ref().is_some_and(|spec| spec.node_name.is_none()))
-        .filter_map(|other| {
-            let uid = other.uid()?;
-            let running = ctx.jobs.for_pod(&uid).into_iter().find(|placeholder| {
-                placeholder.job.state() == crate::slurm::JobState::Running && placeholder.job.job_id < before
-            })?;
-            let nodes = expand_hostlist(&running.job.nodes).ok()?;
-            let [node] = nodes.as_slice() else { return None };
-            Some((other.as_ref(), kube_node_of.get(node)?))
-        })
-        .collect();
-    for (other, node) in &assumed {
+    let mut neighbourhood = Neighbourhood::sharing(nodes.iter().map(AsRef::as_ref), &bound);
+    let placed_by_slurm = |other: &WatchedPod| {
+        let uid = other.metadata.uid.as_deref()?;
+        let running = ctx.jobs.for_pod(uid).into_iter().find(|placeholder| {
+            placeholder.job.state() == crate::slurm::JobState::Running && placeholder.job.job_id < before
+        })?;
+        let nodes = expand_hostlist(&running.job.nodes).ok()?;
+        let [node] = nodes.as_slice() else { return None };
+        kube_node_of.get(node).map(String::as_str)
+    };
+    for (other, node) in unseen(pod, &own, &bound, placed_by_slurm) {
         neighbourhood.assume(other, node);
     }
     let namespace_labels = |namespace: &str| ctx.grants.namespace_labels(namespace);
@@ -158,6 +130,32 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
             PodPlacement::Verdict(Arc::new(excluding(&verdict, refused)))
         }
     }
+}
+
+/// This scheduler's pods that `bound` does not hold bound, and where they run, but never `pod`
+/// itself: those bound since it was built (by this host, in this very poll most likely), and those
+/// whose placeholder Slurm started and which are not bound yet (`placed_by_slurm` gives the Node, for
+/// the jobs that count): the next replica of a Deployment must see the one before it. O(own pods),
+/// with a lookup in `bound` for each bound one.
+pub(super) fn unseen<'a>(
+    pod: &WatchedPod,
+    own: &'a [Arc<WatchedPod>],
+    bound: &BoundPods,
+    placed_by_slurm: impl Fn(&'a WatchedPod) -> Option<&'a str>,
+) -> Vec<(&'a WatchedPod, &'a str)> {
+    let uid = pod.metadata.uid.as_deref();
+    let others = own.iter().map(AsRef::as_ref).filter(|other| other.metadata.uid.as_deref() != uid);
+    others
+        .filter_map(|other| {
+            let other_uid = other.metadata.uid.as_deref()?;
+            let node = match other.spec.as_ref()?.node_name.as_deref() {
+                Some(node) => node,
+                None => placed_by_slurm(other)?,
+            };
+            // Bound when the view was built (the two watches need not agree on when): counted there.
+            (!bound.holds(other_uid)).then_some((other, node))
+        })
+        .collect()
 }
 
 /// `verdict` without the Slurm nodes whose Kubernetes Nodes cannot mount the pod's claimed volumes,
@@ -250,5 +248,36 @@ mod tests {
         for (spec, field) in cases {
             assert_eq!(first_rule(&pod(spec.clone())), field, "{spec}");
         }
+    }
+
+    #[test]
+    fn the_own_pods_counted_besides_the_view_are_those_it_does_not_hold_bound() {
+        let pod = |uid: &str, node: Option<&str>| -> Arc<WatchedPod> {
+            let spec = serde_json::json!({"nodeName": node, "containers": []});
+            Arc::new(
+                serde_json::from_value(serde_json::json!({"metadata": {"name": uid, "uid": uid}, "spec": spec}))
+                    .unwrap(),
+            )
+        };
+        // The view was built when `old` and `lagging` were bound (this scheduler's watch has not seen
+        // `lagging` bound yet).
+        let bound =
+            BoundPods::new(vec![pod("old", Some("n1")), pod("lagging", Some("n2")), pod("foreign", Some("n3"))]);
+        let own = [
+            pod("itself", None),
+            pod("old", Some("n1")),
+            pod("lagging", None),
+            pod("bound-since", Some("n2")),
+            pod("started", None),
+            pod("queued", None),
+        ];
+        // Slurm started the placeholders of `started` and `lagging`, on kube node n3.
+        let placed =
+            |other: &WatchedPod| matches!(other.metadata.uid.as_deref(), Some("started" | "lagging")).then_some("n3");
+        let unseen: Vec<(&str, &str)> = unseen(&own[0], &own, &bound, placed)
+            .into_iter()
+            .map(|(other, node)| (other.metadata.uid.as_deref().unwrap(), node))
+            .collect();
+        assert_eq!(unseen, [("bound-since", "n2"), ("started", "n3")]);
     }
 }

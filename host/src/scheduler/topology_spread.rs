@@ -137,9 +137,8 @@ pub(super) fn measure<'a>(
         }
     }
     let uid = pod.metadata.uid.as_deref();
-    let own_namespace = neighbourhood.by_namespace.get(namespace_of(pod)).map(Vec::as_slice).unwrap_or_default();
     // A pod being deleted is not counted (kubernetes#87621), though (anti-)affinity counts it.
-    let counted_pods = own_namespace.iter().filter(|placed| {
+    let counted_pods = neighbourhood.pods_in(namespace_of(pod)).filter(|placed| {
         placed.pod.metadata.deletion_timestamp.is_none() && (uid.is_none() || placed.pod.metadata.uid.as_deref() != uid)
     });
     for placed in counted_pods {
