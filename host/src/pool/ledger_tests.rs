@@ -96,3 +96,20 @@ fn a_node_that_does_not_say_what_it_offers_has_no_ledger() {
     let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "kube-1"}})).unwrap();
     assert_eq!(NodeLedger::of(&node, &slurm_node(2, 1, 0, (0, 0, 0)), &[], is_sunk), None);
 }
+
+#[test]
+fn a_request_of_zero_is_a_request_and_a_lone_limit_is_one_too() {
+    let with = |resources: serde_json::Value| -> WatchedPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "slurmd", "namespace": "ns", "uid": "u"},
+            "spec": {"nodeName": "kube-1", "containers": [{"name": "c", "resources": resources}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    };
+    let zero =
+        with(serde_json::json!({"requests": {"cpu": "0", "memory": "0"}, "limits": {"cpu": "1", "memory": "1Gi"}}));
+    assert_eq!(kubelet_counts(&zero), (0, 0, 0), "the NodeSet's slurmd container asks for nothing");
+    let limited = with(serde_json::json!({"limits": {"cpu": "1", "memory": "1Gi"}}));
+    assert_eq!(kubelet_counts(&limited), (1000, 1024 * MIB, 0));
+}

@@ -33,11 +33,13 @@ impl Resources {
         };
         let cpu_limit = get(limits, "cpu", quantity::millicores);
         let memory_limit = get(limits, "memory", quantity::units);
-        // As in Kubernetes, a limit without a request is also the request.
-        let or_limit = |request: u64, limit: u64| if request == 0 { limit } else { request };
+        // As in Kubernetes, a limit without a request is also the request; a request of zero is one.
+        let request = |key: &str, parse: fn(&_) -> Option<u64>, limit: u64| {
+            requests.and_then(|map| map.get(key)).map_or(limit, |amount| parse(amount).unwrap_or(0))
+        };
         Self {
-            cpu_request_millis: or_limit(get(requests, "cpu", quantity::millicores), cpu_limit),
-            memory_request_bytes: or_limit(get(requests, "memory", quantity::units), memory_limit),
+            cpu_request_millis: request("cpu", quantity::millicores, cpu_limit),
+            memory_request_bytes: request("memory", quantity::units, memory_limit),
             cpu_limit_millis: cpu_limit,
             memory_limit_bytes: memory_limit,
             gpus: get(limits, GPU_RESOURCE, quantity::units).max(get(requests, GPU_RESOURCE, quantity::units)),
