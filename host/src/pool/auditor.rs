@@ -141,11 +141,16 @@ impl Auditor {
         let hold_listing = self.hold_listing();
         let holds_by_node = hold_listing.as_ref().map(|(_, jobs)| holds::by_node(jobs));
         let hosts = self.slurmd.kube_nodes();
+        let hosting: BTreeSet<String> = hosts.values().cloned().collect();
+        let slurmd_on: BTreeSet<String> =
+            self.slurmd_pods.state().iter().filter_map(|pod| pod.spec.as_ref()?.node_name.clone()).collect();
         if self.config.taint_nodes {
-            self.keep_taints(&hosts).await;
+            self.keep_taints(&hosting, &slurmd_on).await;
         }
         if let Some(list) = &self.config.node_list {
-            self.keep_node_list(list, &hosts, &mut memory.listed).await;
+            // A Node gets its slurmd pod before Slurm believes it: admission names it from then.
+            let nodes: BTreeSet<String> = hosting.union(&slurmd_on).cloned().collect();
+            self.keep_node_list(list, nodes, &mut memory.listed).await;
         }
         let all_pods = self.pods.state();
         let mut by_node: HashMap<&str, Vec<&WatchedPod>> = HashMap::new();
@@ -166,7 +171,7 @@ impl Auditor {
             let Some(ledger) = NodeLedger::of(&node, slurm_node, pods, held_by_slurm) else { continue };
             let hold_jobs = holds_by_node.as_ref().map(|by_node| by_node.get(slurm_name.as_str()));
             let hold_jobs: &[HoldJob] = hold_jobs.flatten().map(Vec::as_slice).unwrap_or_default();
-            let ledger = ledger.with_holds(Amounts::of_slurm(holds::running(hold_jobs)));
+            let ledger = ledger.with_holds(holds::running(hold_jobs));
             if let Some((listed, _)) = &hold_listing
                 && memory.acted.get(kube_name).is_none_or(|acted| acted < listed)
             {
@@ -190,7 +195,6 @@ impl Auditor {
             }
         }
         // A set, not a scan of `hosts` per Node: thousands of Nodes, every poll.
-        let hosting: BTreeSet<&String> = hosts.values().collect();
         memory.said.retain(|node, _| {
             let kept = hosting.contains(node);
             if !kept {
@@ -215,7 +219,7 @@ impl Auditor {
     async fn keep_holds(&self, node: &Node, slurm_node: &slurm::Node, step: HoldStep) -> bool {
         let Some(keeping) = &self.config.holds else { return false };
         let kube_node = node.metadata.name.clone().unwrap_or_default();
-        let (outcome, message) = match step {
+        let (done, message) = match step {
             HoldStep::Submit { more } => {
                 let Some(partition) = slurm_node.partitions.first() else { return false };
                 let kind = keeping.placeholders.kind(keeping.slurm.api());
@@ -223,39 +227,28 @@ impl Auditor {
                 let job = holds::job_description(&slurm_node.name, &kube_node, partition, more, kind, sign);
                 let held = Amounts::of_slurm(more);
                 match keeping.slurm.submit(&job).await {
-                    Ok(job_id) => (Ok(()), format!("hold job {job_id} holds {held} for pods outside Slurm")),
-                    Err(error) => (Err(()), format!("could not submit a hold job for {held}: {error}")),
+                    Ok(job_id) => (true, format!("hold job {job_id} holds {held} for pods outside Slurm")),
+                    Err(error) => (false, format!("could not submit a hold job for {held}: {error}")),
                 }
             }
             HoldStep::Cancel { job_id } => match keeping.slurm.cancel(&job_id).await {
-                Ok(()) => (Ok(()), format!("hold job {job_id} ended: the pods outside Slurm need less")),
-                Err(error) => (Err(()), format!("could not cancel hold job {job_id}: {error}")),
+                Ok(()) => (true, format!("hold job {job_id} ended: the pods outside Slurm need less")),
+                Err(error) => (false, format!("could not cancel hold job {job_id}: {error}")),
             },
         };
         let reference = node.object_ref(&());
-        match outcome {
-            Ok(()) => {
-                tracing::info!(node = %kube_node, "{message}");
-                self.recorder.publish(&reference, false, "HoldJob", "Hold", message).await;
-                true
-            }
-            Err(()) => {
-                tracing::warn!(node = %kube_node, "{message}");
-                self.recorder.publish(&reference, true, "HoldJobFailed", "Hold", message).await;
-                false
-            }
+        if done {
+            tracing::info!(node = %kube_node, "{message}");
+            self.recorder.publish(&reference, false, "HoldJob", "Hold", message).await;
+        } else {
+            tracing::warn!(node = %kube_node, "{message}");
+            self.recorder.publish(&reference, true, "HoldJobFailed", "Hold", message).await;
         }
+        done
     }
 
-    /// Names the Nodes that run a slurmd pod (believed yet or not) in the admission policy's list.
-    async fn keep_node_list(
-        &self,
-        list: &NodeList,
-        hosts: &HashMap<String, String>,
-        listed: &mut Option<BTreeSet<String>>,
-    ) {
-        let mut nodes: BTreeSet<String> = hosts.values().cloned().collect();
-        nodes.extend(self.slurmd_pods.state().iter().filter_map(|pod| pod.spec.as_ref()?.node_name.clone()));
+    /// Names `nodes` in the admission policy's list, unless it names them already.
+    async fn keep_node_list(&self, list: &NodeList, nodes: BTreeSet<String>, listed: &mut Option<BTreeSet<String>>) {
         if listed.as_ref() == Some(&nodes) {
             return;
         }
@@ -271,13 +264,11 @@ impl Auditor {
     }
 
     /// Taints the Nodes that run Slurm nodes, and untaints those no slurmd pod is left on.
-    async fn keep_taints(&self, hosts: &HashMap<String, String>) {
+    /// `hosting` are the Nodes running a believed Slurm node, `slurmd_on` those with any slurmd pod.
+    async fn keep_taints(&self, hosting: &BTreeSet<String>, slurmd_on: &BTreeSet<String>) {
         let nodes = self.nodes.state();
         let nodes: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-        let hosting: BTreeSet<String> = hosts.values().cloned().collect();
-        let slurmd_on: BTreeSet<String> =
-            self.slurmd_pods.state().iter().filter_map(|pod| pod.spec.as_ref()?.node_name.clone()).collect();
-        for step in taint_steps(&nodes, &hosting, &slurmd_on) {
+        for step in taint_steps(&nodes, hosting, slurmd_on) {
             let (TaintStep::Add(name) | TaintStep::Remove(name)) = &step;
             let Some(node) = nodes.iter().find(|node| node.metadata.name.as_deref() == Some(name)) else { continue };
             match taints::apply(&self.client, node, &step).await {

@@ -12,6 +12,8 @@
 //! job for the difference; one that shrinks loses a job once the rest still cover it. Slurm counts
 //! whole CPUs and MiB, so the sum is rounded up, and every job holds at least one CPU.
 
+use std::collections::HashMap;
+
 use super::ledger::{Amounts, NodeLedger};
 use crate::scheduler::{PlaceholderKind, hold_link, holder};
 use crate::slurm::{self, JobDescription, NoValue, Resources};
@@ -31,9 +33,9 @@ pub struct HoldJob {
     pub running: bool,
 }
 
-/// What the running ones of a Node's hold jobs hold.
-pub fn running(held: &[HoldJob]) -> Resources {
-    held.iter().filter(|job| job.running).fold(Resources::default(), |sum, job| sum.plus(job.holds))
+/// What the running ones of a Node's hold jobs hold for the pods outside Slurm.
+pub fn running(held: &[HoldJob]) -> Amounts {
+    Amounts::of_slurm(held.iter().filter(|job| job.running).fold(Resources::default(), |sum, job| sum.plus(job.holds)))
 }
 
 /// What to do about one Node's hold jobs.
@@ -101,8 +103,8 @@ pub fn job_description(
 }
 
 /// The hold jobs of each Slurm node, from a listing.
-pub fn by_node(jobs: &[slurm::Job]) -> std::collections::HashMap<&str, Vec<HoldJob>> {
-    let mut by_node: std::collections::HashMap<&str, Vec<HoldJob>> = std::collections::HashMap::new();
+pub fn by_node(jobs: &[slurm::Job]) -> HashMap<&str, Vec<HoldJob>> {
+    let mut by_node: HashMap<&str, Vec<HoldJob>> = HashMap::new();
     for job in jobs {
         if let Some(node) = crate::scheduler::held_node(&job.admin_comment) {
             let held = HoldJob { job_id: job.job_id, holds: job.asked_per_node(), running: job.holds_nodes() };

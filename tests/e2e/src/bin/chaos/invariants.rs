@@ -304,21 +304,13 @@ impl Invariants {
         let through_slurm = |pod: &sunk::scheduler::WatchedPod| {
             pod.spec.as_ref().and_then(|spec| spec.scheduler_name.as_deref()) == Some(sunk_e2e::SCHEDULER)
         };
+        let hold_jobs = sunk::pool::hold_jobs_by_node(jobs);
         for node in nodes.items.iter().filter(|node| POOL.contains(&node.name_any().as_str())) {
             let name = node.name_any();
             let Some(slurm_node) = slurm_nodes.iter().find(|slurm_node| slurm_node.name == name) else { continue };
             let Some(ledger) = sunk::pool::NodeLedger::of(node, slurm_node, &pods, through_slurm) else { continue };
-            let held = jobs
-                .iter()
-                .filter(|job| sunk::scheduler::held_node(&job.admin_comment) == Some(name.as_str()))
-                .filter(|job| job.holds_nodes())
-                .fold(sunk::slurm::Resources::default(), |sum, job| sum.plus(job.asked_per_node()));
-            let held = sunk::pool::Amounts {
-                cpu_millis: held.cpus * 1000,
-                memory_bytes: held.memory_mib * 1024 * 1024,
-                gpus: held.gpus,
-            };
-            let ledger = ledger.with_holds(held);
+            let held = hold_jobs.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();
+            let ledger = ledger.with_holds(sunk::pool::held_by_running_holds(held));
             let finding = ledger.finding();
             let colliding = matches!(finding, sunk::pool::Finding::Overcommitted { colliding: true, .. });
             let samples = self.pool_collisions.entry(name.clone()).or_default();
