@@ -16,12 +16,15 @@ source "$here/../tests/cluster/env.sh"
 cd "$SUNK_ROOT"
 
 # "Nodes: modules" of each chart lane; the Nodes are the last four of env.sh's NODES.
-chart_lanes=("kube-node-6,kube-node-7: chart_slurm chart_backup" "kube-node-8,kube-node-9: chart_login chart_accounting")
+chart_lanes=("kube-node-6,kube-node-7: chart_slurm chart_backup chart_confinement"
+  "kube-node-8,kube-node-9: chart_login chart_accounting")
 # What differs between releases: the REST API's version and what it accepts (submission, arrays,
 # allocations, multi-node jobs, node updates), how Slurm treats a job no node can hold, an external
-# placeholder, a requeue on preemption, a backup controller's hand-back (docs/testing.md).
+# placeholder, a requeue on preemption, a backup controller's hand-back, a job's cgroups
+# (docs/testing.md).
 release_dependent=(scheduler:: fast_path:: bursts:: gang:: preemption::a_high_priority_pod
-  preemption::a_preempted_task preemption::a_slurm_job_of_a_higher_tier syncer::a_cordon_drains chart_backup::)
+  preemption::a_preempted_task preemption::a_slurm_job_of_a_higher_tier syncer::a_cordon_drains chart_backup::
+  confinement:: chart_confinement::)
 case ${1:-} in
   "") release_dependent_only= ;;
   --slurm-dependent-only) release_dependent_only=1 ;;

@@ -138,11 +138,15 @@ done
 etc=$SUNK_STATE/slurm-etc
 sed -e "s|@HOST@|$(hostname)|" -e "s|@ADDR@|$BRIDGE_IP|" -e "s|@STATE@|$rootstate|g" \
   -e "s|@SLURMCTLD_PORT@|$SLURMCTLD_PORT|" "$here/slurm.conf.in" >"$etc/slurm.conf"
-echo CgroupPlugin=disabled >"$etc/cgroup.conf"
-# No GPUs here: character devices stand in for them (slurmd wants a File= for each GPU). The
-# slurmd pods mount them at /dev/nvidia0 and /dev/nvidia1; their Slurm nodes are named after their
-# Nodes, and their GPU type is the Node's model label, lowercased.
-for i in 0 1; do mknod "$SUNK_STATE/fake-gpus/nvidia$i" c 1 3; done
+# The chart's confinement: each job's cgroup inside its slurmd pod's.
+printf '%s\n' CgroupPlugin=autodetect IgnoreSystemd=yes ConstrainCores=yes ConstrainRAMSpace=yes \
+  ConstrainDevices=yes >"$etc/cgroup.conf"
+# No GPUs here: character devices stand in for them (slurmd wants a File= for each GPU), with
+# NVIDIA's numbers and no driver behind them: opening one fails with ENXIO where a job's cgroup lets
+# it through, EPERM where it does not. The slurmd pods mount them at /dev/nvidia0 and /dev/nvidia1;
+# their Slurm nodes are named after their Nodes, and their GPU type is the Node's model label,
+# lowercased.
+for i in 0 1; do mknod "$SUNK_STATE/fake-gpus/nvidia$i" c 195 "$i"; done
 for i in 0 1; do
   echo "NodeName=${NODES[i]} Name=gpu Type=${gpu_models[i],,} File=/dev/nvidia[0-1]"
 done >"$etc/gres.conf"

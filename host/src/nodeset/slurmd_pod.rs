@@ -28,6 +28,12 @@ const KEY_VOLUME: &str = "sunk-slurm-key";
 const KEY_PATH: &str = "/etc/slurm/slurm.key";
 const KEY_FILE: &str = "slurm.key";
 const POD_IP: &str = "POD_IP";
+/// slurmd's and each job's slurmstepd's out-of-memory score. A slurmstepd sits in its job's memory
+/// cgroup and would otherwise keep the pod's score (1000 for a pod without requests): a job over
+/// its `--mem` would lose its slurmstepd before its own processes, and stay RUNNING with nothing
+/// left to end it. At 0, the score Slurm gives the job's tasks too, the kernel picks the largest
+/// process, a task; lower needs CAP_SYS_RESOURCE, which a container may lack.
+const OOM_SCORE_ADJ: [(&str, &str); 2] = [("SLURMD_OOM_ADJ", "0"), ("SLURMSTEPD_OOM_ADJ", "0")];
 
 /// What the host itself knows about the Slurm cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +130,8 @@ pub fn build(
     }
 }
 
-/// Sets slurmd's command line and `POD_IP`; returns whether the template mounts the key itself.
+/// Sets slurmd's command line, `POD_IP` and the daemons' out-of-memory scores (unless the template
+/// sets them); returns whether the template mounts the key itself.
 fn configure_slurmd(slurmd: &mut Container, cluster: &ClusterSettings, placement: &SlurmdPlacement) -> bool {
     if slurmd.command.as_ref().is_none_or(Vec::is_empty) {
         slurmd.command = Some(vec!["slurmd".into()]);
@@ -146,6 +153,11 @@ fn configure_slurmd(slurmd: &mut Container, cluster: &ClusterSettings, placement
             }),
             ..Default::default()
         });
+    }
+    for (name, value) in OOM_SCORE_ADJ {
+        if !env.iter().any(|var| var.name == name) {
+            env.push(EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() });
+        }
     }
     let mounts = slurmd.volume_mounts.get_or_insert_default();
     let mounted = mounts.iter().any(|m| m.mount_path.trim_end_matches('/') == "/etc/slurm" || m.mount_path == KEY_PATH);

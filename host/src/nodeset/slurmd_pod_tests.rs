@@ -74,6 +74,9 @@ fn runs_slurmd_as_a_dynamic_node_in_the_slurmd_container() {
     let pod_ip = slurmd.env.as_ref().unwrap().iter().find(|v| v.name == "POD_IP").unwrap();
     let field = pod_ip.value_from.as_ref().unwrap().field_ref.as_ref().unwrap();
     assert_eq!(field.field_path, "status.podIP");
+    let env = |name: &str| slurmd.env.as_ref().unwrap().iter().find(|v| v.name == name).and_then(|v| v.value.clone());
+    assert_eq!(env("SLURMSTEPD_OOM_ADJ").as_deref(), Some("0"), "a job's slurmstepd outlives its tasks' OOM");
+    assert_eq!(env("SLURMD_OOM_ADJ").as_deref(), Some("0"));
     let mount = slurmd.volume_mounts.as_ref().unwrap().iter().find(|m| m.mount_path == KEY_PATH).unwrap();
     assert_eq!(mount.read_only, Some(true));
     let volume = spec.volumes.unwrap().into_iter().find(|v| v.name == mount.name).unwrap();

@@ -39,11 +39,23 @@ const RESTART_DELAY: Duration = Duration::from_secs(1);
 /// passes SIGTERM/SIGINT on to slurmd, reaps the slurmstepd orphaned to it (slurmd would leave
 /// them zombies), and exits with slurmd's status, which ends every process left in the namespace.
 /// /run/slurm stays root's: slurmd 26.05 refuses a run directory its SlurmdUser (root) does not own.
+///
+/// The fake Nodes' slurmd are not confined: they declare more CPUs and memory than this machine has,
+/// and share its cgroups, so each reads a copy of the cluster's configuration with cgroups off
+/// (`/etc/slurm/unconfined/<node>/`; the key and gres.conf linked from `/etc/slurm`).
 const LAUNCH: &str = r#"set -e
 mount -t proc proc "$1/proc"
 mkdir -p "$1/run/slurm" "$1/var/spool/slurmd/$2"
 mount -t tmpfs -o mode=0755 tmpfs "$1/run/slurm"
-chroot "$1" /usr/sbin/slurmd -D -Z -N "$2" --conf "$3" &
+conf="$1/etc/slurm/unconfined/$2"
+mkdir -p "$conf"
+for shared in slurm.key gres.conf topology.yaml; do
+  if [ -e "$1/etc/slurm/$shared" ]; then ln -sfn "../../$shared" "$conf/$shared"; fi
+done
+sed -e 's|^ProctrackType=.*|ProctrackType=proctrack/linuxproc|' -e 's|^TaskPlugin=.*|TaskPlugin=task/none|' \
+  -e 's|^JobAcctGatherType=.*|JobAcctGatherType=jobacct_gather/none|' "$1/etc/slurm/slurm.conf" >"$conf/slurm.conf"
+echo CgroupPlugin=disabled >"$conf/cgroup.conf"
+SLURM_CONF="/etc/slurm/unconfined/$2/slurm.conf" chroot "$1" /usr/sbin/slurmd -D -Z -N "$2" --conf "$3" &
 slurmd=$!
 trap 'kill -TERM $slurmd 2>/dev/null' TERM INT HUP
 set +e
@@ -278,7 +290,6 @@ impl Supervisor {
             .arg(conf)
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .env("SLURM_CONF", "/etc/slurm/slurm.conf")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

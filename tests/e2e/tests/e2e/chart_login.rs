@@ -8,136 +8,12 @@
 //! the login pod and in jobs, and an MPI program the user builds there runs a rank on each node.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::json;
-use sunk_e2e::{kubectl, pod, wait_for};
+use sunk_e2e::{pod, wait_for};
 
 use super::chart_release::*;
-
-const USER: &str = "alice";
-/// The claim the chart makes for the shared home (release `sunk`).
-const HOME_CLAIM: &str = "sunk-home";
-
-/// A user's SSH key pair and the login Service's host key, in a directory of their own.
-struct SshClient {
-    dir: PathBuf,
-    address: String,
-}
-
-impl SshClient {
-    /// A new key pair (`id_ed25519`).
-    fn new(release: &Release) -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("{}-ssh", release.namespace()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let key = dir.join("id_ed25519");
-        run(Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-C", USER, "-f"]).arg(&key))?;
-        Ok(Self { dir, address: String::new() })
-    }
-
-    fn public_key(&self) -> anyhow::Result<String> {
-        Ok(std::fs::read_to_string(self.dir.join("id_ed25519.pub"))?.trim().to_string())
-    }
-
-    /// Connects to the release's login Service, trusting only the host key in the release's Secret: a
-    /// login pod showing any other fails `ssh`.
-    fn trust_login_of(&mut self, release: &Release) -> anyhow::Result<()> {
-        let service = format!("{}-login", release.name);
-        let address = run(&mut kubectl(&[
-            "-n",
-            release.namespace(),
-            "get",
-            "service",
-            &service,
-            "-o",
-            "jsonpath={.spec.clusterIP}",
-        ]))?;
-        self.address = address.trim().to_string();
-        let secret = format!("{}-login-host-key", release.name);
-        let template = r#"go-template={{index .data "ssh_host_ecdsa_key" | base64decode}}"#;
-        let key = run(&mut kubectl(&["-n", release.namespace(), "get", "secret", &secret, "-o", template]))?;
-        let private = self.dir.join("host_key");
-        std::fs::write(&private, key)?;
-        std::fs::set_permissions(&private, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        let public = run(Command::new("ssh-keygen").arg("-y").arg("-f").arg(&private))?;
-        std::fs::write(self.dir.join("known_hosts"), format!("{} {}", self.address, public.trim()))?;
-        Ok(())
-    }
-
-    /// `command` run by the user on the login pod; its standard output.
-    fn run(&self, command: &str) -> anyhow::Result<String> {
-        run(Command::new("ssh")
-            .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=yes"])
-            .arg("-o")
-            .arg(format!("UserKnownHostsFile={}", self.dir.join("known_hosts").display()))
-            .arg("-i")
-            .arg(self.dir.join("id_ed25519"))
-            .arg(format!("{USER}@{}", self.address))
-            .arg(command))
-    }
-
-    /// Waits until the user can log in (the Service has a Ready login pod).
-    async fn wait_login(&self) -> anyhow::Result<()> {
-        let mut last = String::new();
-        wait_for("the user to log in", READY, || {
-            let outcome = self.run("id -un");
-            if let Err(error) = &outcome {
-                last = error.to_string();
-            }
-            async move { outcome.ok().filter(|name| name.trim() == USER) }
-        })
-        .await
-        .map_err(|error| error.context(last))?;
-        Ok(())
-    }
-}
-
-impl Drop for SshClient {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn run(command: &mut Command) -> anyhow::Result<String> {
-    let output = command.output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "{command:?}: {}{}",
-        String::from_utf8_lossy(&output.stderr),
-        String::from_utf8_lossy(&output.stdout)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// The values of a whole cluster: one user with `public_key`, a shared home, a login node, and
-/// accounting that knows the user under account `ml`, which the test's namespace is granted too.
-fn whole_cluster_values(release: &Release, public_key: &str) -> Vec<String> {
-    let identity = json!({
-        "users": [{"name": USER, "uid": 1000, "gid": 1000, "sshAuthorizedKeys": [public_key]}],
-        "groups": [{"name": USER, "gid": 1000}],
-    });
-    let accounting = json!({
-        "enabled": true,
-        "enforce": ["associations"],
-        "accounts": [{"name": "ml", "description": "machine learning"}],
-        "users": [{"name": USER, "accounts": ["ml"], "defaultAccount": "ml"}],
-        "database": {"persistence": {"enabled": false}},
-    });
-    let grants = json!([{"namespaces": [release.namespace()], "user": 1000, "group": 1000, "accounts": ["ml"]}]);
-    let mut values = Vec::new();
-    for (key, value) in [
-        ("slurmCluster.identity", identity),
-        ("slurmCluster.accounting", accounting),
-        ("tenancy.grants", grants),
-        ("slurmCluster.home", json!({"enabled": true, "size": "1Gi"})),
-        ("slurmCluster.login", json!({"enabled": true, "test": {"user": USER}})),
-    ] {
-        values.extend(["--set-json".to_string(), format!("{key}={value}")]);
-    }
-    values
-}
+use super::chart_user::*;
 
 /// The values of a cluster whose one user, with `public_key`, is in the companion LDAP directory
 /// only (no file of any pod lists them), with a shared home and a login node.
@@ -205,15 +81,7 @@ async fn wait_accounted(ssh: &SshClient, job: &str, state: &str) -> anyhow::Resu
 
 #[tokio::test]
 async fn a_user_logs_in_submits_a_job_that_runs_as_them_and_sees_it_beside_the_pods() -> anyhow::Result<()> {
-    // Declared first, dropped last: after the release is uninstalled.
-    let _home: StaticVolume;
-    let release = Release::new("chart-login").await?;
-    _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
-    let mut ssh = SshClient::new(&release)?;
-    let values = whole_cluster_values(&release, &ssh.public_key()?);
-    release.install_with(&values, &[("login", 1), ("slurmdbd", 1), ("mariadb", 1)]).await?;
-    ssh.trust_login_of(&release)?;
-    ssh.wait_login().await?;
+    let LoggedIn { ssh, release, .. } = &logged_in_to_whole_cluster("chart-login").await?;
     // `helm test` checks the host key and logs in as the user to run a job (its pod is gone once it
     // succeeds, and its logs with it: the job is what it leaves).
     release.cluster.helm(&["test", &release.name, "--timeout", "120s"])?;
@@ -222,7 +90,7 @@ async fn a_user_logs_in_submits_a_job_that_runs_as_them_and_sees_it_beside_the_p
 
     // The user's batch job runs on a NodeSet node as the user, from and into the shared home.
     let job = ssh.run("sbatch --parsable --mem=100 --wrap 'id -un; hostname; pwd'")?.trim().to_string();
-    let accounted = wait_accounted(&ssh, &job, "COMPLETED").await?;
+    let accounted = wait_accounted(ssh, &job, "COMPLETED").await?;
     assert_eq!(accounted, format!("{USER}|ml|COMPLETED"), "sacct on the login pod");
     let output = ssh.run(&format!("cat slurm-{job}.out"))?;
     let lines: Vec<&str> = output.lines().collect();
@@ -247,9 +115,9 @@ async fn a_user_logs_in_submits_a_job_that_runs_as_them_and_sees_it_beside_the_p
     })
     .await?;
     release.scale("slurmdbd", 1)?;
-    let caught_up = wait_accounted(&ssh, &unrecorded, "COMPLETED").await?;
+    let caught_up = wait_accounted(ssh, &unrecorded, "COMPLETED").await?;
     assert_eq!(caught_up, format!("{USER}|ml|COMPLETED"), "the job run without slurmdbd, accounted");
-    assert_eq!(wait_accounted(&ssh, &sleeping, "RUNNING").await?, format!("{USER}|ml|RUNNING"));
+    assert_eq!(wait_accounted(ssh, &sleeping, "RUNNING").await?, format!("{USER}|ml|RUNNING"));
 
     // One pool: the user's running job and a pod's placeholder, side by side in squeue.
     let mut serving = pod("serving", "500m", "128Mi");
@@ -267,11 +135,11 @@ async fn a_user_logs_in_submits_a_job_that_runs_as_them_and_sees_it_beside_the_p
 
     // An upgrade that replaces the login pod: the same host key (ssh checks it strictly), the same home.
     let before = release.pods_of("login").await?;
-    let mut upgraded = values.clone();
+    let mut upgraded = whole_cluster_values(release, &ssh.public_key()?);
     upgraded.extend(["--set".to_string(), "slurmCluster.login.sshdConfig=ClientAliveInterval 60".to_string()]);
     let mut args = super::chart_release::values(release.namespace(), 30, "1");
     args.extend(upgraded);
-    helm_deploy(&release, "upgrade", &args)?;
+    helm_deploy(release, "upgrade", &args)?;
     wait_for("the login pod to be replaced and Ready", READY, || async {
         let pods = release.pods_of("login").await.ok()?;
         let replaced = pods.iter().all(|pod| before.iter().all(|old| old.metadata.uid != pod.metadata.uid));
