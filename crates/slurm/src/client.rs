@@ -107,7 +107,13 @@ struct CancelJobs {
 
 impl SlurmClient {
     pub fn new(base_url: &str, signer: TokenSigner) -> Result<Self, SlurmError> {
+        // Every request carries a token of the host's Slurm user, in a header that reqwest keeps on a
+        // redirect to another host (it strips only `Authorization` and cookies): the token goes to
+        // slurmrestd's URL and nowhere else, so no redirect is followed (a 3xx is an error) and no
+        // proxy that HTTP_PROXY, HTTPS_PROXY or ALL_PROXY name is used.
         let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
             .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))

@@ -66,14 +66,23 @@ where
     F: Fn(TcpStream, String) -> Answered + Send + 'static,
     Answered: Future<Output = ()> + Send + 'static,
 {
+    on_loopback_reading(move |stream, request| answer(stream, request.lines().next().unwrap_or_default().to_owned()))
+        .await
+}
+
+/// [`on_loopback`], with the request as read (its first 16 KiB: the head, its headers included).
+async fn on_loopback_reading<F, Answered>(answer: F) -> SlurmClient
+where
+    F: Fn(TcpStream, String) -> Answered + Send + 'static,
+    Answered: Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let address = listener.local_addr().expect("its address");
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             let mut request = vec![0u8; 16 << 10];
             let read = stream.read(&mut request).await.unwrap_or_default();
-            let head = String::from_utf8_lossy(&request[..read]).lines().next().unwrap_or_default().to_owned();
-            tokio::spawn(answer(stream, head));
+            tokio::spawn(answer(stream, String::from_utf8_lossy(&request[..read]).into_owned()));
         }
     });
     let signer = TokenSigner::new(b"0123456789abcdef0123456789abcdef", "root", Duration::from_secs(60));
@@ -171,4 +180,77 @@ async fn answer_and_keep_open(mut stream: TcpStream, body: &str) {
         format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
     let _ = stream.write_all(answer.as_bytes()).await;
     std::future::pending::<()>().await;
+}
+
+/// A slurmrestd that redirects every request to another listener on loopback (another origin, so
+/// reqwest would keep `X-SLURM-USER-TOKEN` on it, stripping only `Authorization`): the client reports
+/// the redirect and never connects to where it points.
+#[tokio::test]
+async fn a_redirect_is_never_followed_with_the_token() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let elsewhere = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let location = format!("http://{}/slurm/v0.0.42/nodes", elsewhere.local_addr().expect("its address"));
+    let (tokens, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    let slurm = on_loopback_reading(move |mut stream, request| {
+        let (tokens, location) = (tokens.clone(), location.clone());
+        async move {
+            _ = tokens.send(token_of(&request));
+            let redirect = format!("HTTP/1.1 302 Found\r\nlocation: {location}\r\ncontent-length: 0\r\n\r\n");
+            _ = stream.write_all(redirect.as_bytes()).await;
+            std::future::pending::<()>().await;
+        }
+    })
+    .await;
+    let error = slurm.nodes(None).await.expect_err("a redirect is no listing");
+    assert!(error.to_string().contains("302"), "{error}");
+    assert!(asked.recv().await.flatten().is_some(), "slurmrestd got the token");
+    // Following the redirect would have connected (and sent the request) before the answer came back.
+    let followed = tokio::time::timeout(Duration::from_millis(200), elsewhere.accept()).await;
+    assert!(followed.is_err(), "the client connected to the redirect's target");
+}
+
+/// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are ignored: requests go to slurmrestd's URL and nowhere
+/// else. The variables are the process's, read when the client is built, and setting them would
+/// race every other test of this binary, so the test runs itself again in a child process with a
+/// proxy listener's address in them; that child's client must reach slurmrestd directly, and the
+/// proxy must never see a connection.
+#[test]
+fn proxy_settings_are_ignored() {
+    const CHILD: &str = "SUNK_TEST_PROXY_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        return proxy_settings_are_ignored_in_the_child();
+    }
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let proxy_url = format!("http://{}", proxy.local_addr().expect("its address"));
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this test binary"));
+    child.args(["--exact", "hostile::proxy_settings_are_ignored", "--nocapture"]).env(CHILD, "1");
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+        child.env(name, &proxy_url);
+    }
+    child.env_remove("NO_PROXY").env_remove("no_proxy");
+    let output = child.output().expect("the child test runs");
+    let (said, complained) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && said.contains("1 passed"), "the child test:\n{said}\n{complained}");
+    proxy.set_nonblocking(true).expect("a non-blocking listener");
+    let connection = proxy.accept();
+    assert!(connection.is_err(), "the proxy got a connection: {connection:?}");
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn proxy_settings_are_ignored_in_the_child() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    assert!(std::env::var_os("HTTP_PROXY").is_some(), "the parent names a proxy");
+    let slurm =
+        on_loopback(|stream, _| answer_and_keep_open(stream, r#"{"meta": {}, "errors": [], "warnings": []}"#)).await;
+    let drain = NodeUpdate::drain("test");
+    let updated = tokio::time::timeout(Duration::from_secs(10), slurm.update_node("n1", &drain));
+    updated.await.expect("answered directly, not left waiting on the proxy").expect("the update is answered");
+}
+
+/// The `X-SLURM-USER-TOKEN` header of a request's head, if it has one.
+fn token_of(request: &str) -> Option<String> {
+    request.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("x-slurm-user-token").then(|| value.trim().to_owned())
+    })
 }
