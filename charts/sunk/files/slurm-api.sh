@@ -28,12 +28,13 @@ hmac_sha256() {
   { printf "$opad"; { printf "$ipad"; cat; } | openssl dgst -sha256 -binary; } | openssl dgst -sha256 -binary
 }
 
-# jwt USER: an HS256 token for USER, valid for five minutes.
+# jwt USER: an HS256 token for USER, valid for one minute: each is signed for one request, sent at
+# once (the rest is for the clocks of this pod's Node and slurmctld's differing).
 jwt() {
   local now header payload sig
   now=$(date +%s)
   header=$(printf '{"alg":"HS256","typ":"JWT"}' | b64url)
-  payload=$(printf '{"iat":%d,"exp":%d,"sun":"%s"}' "$now" $((now + 300)) "$1" | b64url)
+  payload=$(printf '{"iat":%d,"exp":%d,"sun":"%s"}' "$now" $((now + 60)) "$1" | b64url)
   sig=$(printf '%s.%s' "$header" "$payload" | hmac_sha256 "$JWT_KEY" | b64url)
   printf '%s.%s.%s' "$header" "$payload" "$sig"
 }

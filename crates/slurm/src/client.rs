@@ -29,6 +29,9 @@ const MAX_IDLE_CONNECTIONS: usize = 8;
 /// listings that hold the slots.
 pub const SUBMIT_DEADLINE: Duration = Duration::from_secs(10);
 
+/// How long a request may take once sent, its answer's body included.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Requests in flight at once unless told otherwise (`with_max_in_flight`).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 
@@ -116,7 +119,7 @@ impl SlurmClient {
             .no_proxy()
             .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
             .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
+            .timeout(REQUEST_TIMEOUT)
             .build()?;
         Ok(Self {
             http,
@@ -161,7 +164,8 @@ impl SlurmClient {
     }
 
     /// Sends a request once a slot in its `lane` is free (the wait is not part of the request's
-    /// timeout).
+    /// timeout), with a token taken only then: however long the wait, the request leaves with all the
+    /// time [`TokenSigner`] leaves a token it hands out.
     async fn send(&self, call: &'static str, lane: Lane, request: RequestBuilder) -> Result<Response, SlurmError> {
         let labels = CallLabels { call };
         let asked = Instant::now();
@@ -170,6 +174,7 @@ impl SlurmClient {
             Lane::Listing => (Some(permit(&self.listings).await), permit(&self.in_flight).await),
             Lane::Other => (None, permit(&self.in_flight).await),
         };
+        let request = request.header("X-SLURM-USER-TOKEN", self.signer.token()?);
         let sent = Instant::now();
         self.waited.get_or_create(&labels).observe(sent.duration_since(asked).as_secs_f64());
         self.sent.get_or_create(&labels).inc();
@@ -178,15 +183,13 @@ impl SlurmClient {
         Ok(response?)
     }
 
-    fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
+    /// A request to `path` of the data parser spoken, without its token ([`SlurmClient::send`] adds it).
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.request_to(method, &format!("slurm/{}/{path}", self.api()))
     }
 
-    fn request_to(&self, method: Method, path: &str) -> Result<RequestBuilder, SlurmError> {
-        Ok(self
-            .http
-            .request(method, format!("{}/{path}", self.base))
-            .header("X-SLURM-USER-TOKEN", self.signer.token()?))
+    fn request_to(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, format!("{}/{path}", self.base))
     }
 
     /// The data parser version requests go to.
@@ -205,7 +208,7 @@ impl SlurmClient {
 
     /// Pings slurmctld through slurmrestd; returns the Slurm release that answered.
     async fn ping_release(&self) -> Result<String, SlurmError> {
-        let response = self.send("ping", Lane::Other, self.request(Method::GET, "ping")?).await?;
+        let response = self.send("ping", Lane::Other, self.request(Method::GET, "ping")).await?;
         let answer = decode::<PingResponse>("ping", response).await?;
         if !answer.pings.iter().any(|ping| ping.responding) {
             return Err(SlurmError::Api {
@@ -225,7 +228,7 @@ impl SlurmClient {
     /// through it. Fails, naming both lists, when none is offered; the version spoken is then left
     /// as it was.
     pub async fn discover(&self) -> Result<SlurmInfo, SlurmError> {
-        let response = self.send("openapi/v3", Lane::Other, self.request_to(Method::GET, "openapi/v3")?).await?;
+        let response = self.send("openapi/v3", Lane::Other, self.request_to(Method::GET, "openapi/v3")).await?;
         let offered = decode::<OpenApiPaths>("openapi/v3", response).await?.slurm_versions();
         let api = version::choose(version::SPEAKS, &offered)?;
         let requeue = offered.contains(&ApiVersion::V0_0_45);
@@ -257,8 +260,7 @@ impl SlurmClient {
     /// within [`SUBMIT_DEADLINE`].
     async fn post_job(&self, what: &'static str, job: &JobDescription) -> Result<SubmitResponse, SlurmError> {
         let posted = async {
-            let response =
-                self.send(what, Lane::Other, self.request(Method::POST, what)?.json(&Submit { job })).await?;
+            let response = self.send(what, Lane::Other, self.request(Method::POST, what).json(&Submit { job })).await?;
             decode(what, response).await
         };
         tokio::time::timeout(SUBMIT_DEADLINE, posted).await.map_err(|_| SlurmError::NoAnswer(what, SUBMIT_DEADLINE))?
@@ -268,7 +270,7 @@ impl SlurmClient {
     /// record of the array: the task's own is the one returned.
     pub async fn job(&self, job_id: impl Display) -> Result<Option<Job>, SlurmError> {
         let wanted = job_id.to_string();
-        let response = self.send("job", Lane::Other, self.request(Method::GET, &format!("job/{wanted}"))?).await?;
+        let response = self.send("job", Lane::Other, self.request(Method::GET, &format!("job/{wanted}"))).await?;
         match decode::<JobsResponse>("job", response).await {
             Ok(answer) => {
                 let mut jobs = answer.jobs;
@@ -292,7 +294,7 @@ impl SlurmClient {
     /// already ended is not an error.
     pub async fn cancel(&self, job_id: impl Display) -> Result<(), SlurmError> {
         let response =
-            self.send("job cancel", Lane::Other, self.request(Method::DELETE, &format!("job/{job_id}"))?).await?;
+            self.send("job cancel", Lane::Other, self.request(Method::DELETE, &format!("job/{job_id}"))).await?;
         match decode::<Envelope>("job cancel", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(already_over) => Ok(()),
@@ -308,7 +310,7 @@ impl SlurmClient {
             return Err(SlurmError::Unsupported("requeueing a job (slurmrestd's v0.0.45, Slurm 26.05 and later)"));
         }
         let path = format!("slurm/{}/job/{job_id}/requeue", ApiVersion::V0_0_45);
-        let response = self.send("job requeue", Lane::Other, self.request_to(Method::GET, &path)?).await?;
+        let response = self.send("job requeue", Lane::Other, self.request_to(Method::GET, &path)).await?;
         decode::<Envelope>("job requeue", response).await.map(drop)
     }
 
@@ -321,7 +323,7 @@ impl SlurmClient {
             return Ok(Vec::new());
         }
         let body = CancelJobs { jobs: job_ids.iter().map(ToString::to_string).collect() };
-        let response = self.send("jobs cancel", Lane::Other, self.request(Method::DELETE, "jobs")?.json(&body)).await?;
+        let response = self.send("jobs cancel", Lane::Other, self.request(Method::DELETE, "jobs").json(&body)).await?;
         let answer: CancelJobsResponse = decode("jobs cancel", response).await?;
         Ok(answer
             .status
@@ -335,14 +337,14 @@ impl SlurmClient {
     /// placement limits).
     pub async fn update_job(&self, job_id: impl Display, update: &JobUpdate) -> Result<(), SlurmError> {
         let response = self
-            .send("job update", Lane::Other, self.request(Method::POST, &format!("job/{job_id}"))?.json(update))
+            .send("job update", Lane::Other, self.request(Method::POST, &format!("job/{job_id}")).json(update))
             .await?;
         decode::<Envelope>("job update", response).await.map(drop)
     }
 
     /// Lists every job, or says nothing changed since `since` (a previous `last_update`).
     pub async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError> {
-        let mut request = self.request(Method::GET, "jobs")?;
+        let mut request = self.request(Method::GET, "jobs");
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
@@ -357,7 +359,7 @@ impl SlurmClient {
 
     /// Every job's state, as a fingerprint ([`JobStates`]).
     pub async fn job_states(&self) -> Result<JobStates, SlurmError> {
-        let request = self.request(Method::GET, "jobs/state/")?;
+        let request = self.request(Method::GET, "jobs/state/");
         let answer: JobStatesResponse =
             decode_listing("job states", self.send("job states", Lane::Listing, request).await?).await?;
         Ok(answer.states())
@@ -367,7 +369,7 @@ impl SlurmClient {
     pub async fn partitions(&self) -> Result<Vec<String>, SlurmError> {
         let answer: PartitionsResponse = decode(
             "partitions",
-            self.send("partitions", Lane::Listing, self.request(Method::GET, "partitions")?).await?,
+            self.send("partitions", Lane::Listing, self.request(Method::GET, "partitions")).await?,
         )
         .await?;
         Ok(answer.partitions.into_iter().map(|partition| partition.name).collect())
@@ -383,19 +385,19 @@ impl SlurmClient {
             true => {
                 let path = format!("slurm/{newest}/conf");
                 let answer: ConfResponse =
-                    decode("conf", self.send("conf", Lane::Other, self.request_to(Method::GET, &path)?).await?).await?;
+                    decode("conf", self.send("conf", Lane::Other, self.request_to(Method::GET, &path)).await?).await?;
                 Some(answer.slurm_conf)
             }
             false => None,
         };
         let path = format!("slurm/{newest}/partitions");
         let partitions: PartitionsResponse =
-            decode("partitions", self.send("partitions", Lane::Listing, self.request_to(Method::GET, &path)?).await?)
+            decode("partitions", self.send("partitions", Lane::Listing, self.request_to(Method::GET, &path)).await?)
                 .await?;
         let path = format!("slurmdb/{}/qos", self.api());
         let qos = match decode::<QosResponse>(
             "qos",
-            self.send("qos", Lane::Listing, self.request_to(Method::GET, &path)?).await?,
+            self.send("qos", Lane::Listing, self.request_to(Method::GET, &path)).await?,
         )
         .await
         {
@@ -413,7 +415,7 @@ impl SlurmClient {
     /// nodes changed but partitions did not ([`SlurmError::is_partitions_unchanged`]): the caller
     /// then asks again without `since`.
     pub async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {
-        let mut request = self.request(Method::GET, "nodes")?;
+        let mut request = self.request(Method::GET, "nodes");
         if let Some(since) = since {
             request = request.query(&[("update_time", since)]);
         }
@@ -431,7 +433,7 @@ impl SlurmClient {
 
     /// One node as Slurm has it now (`GET node/<name>`), or None when Slurm does not know it.
     pub async fn node(&self, name: &str) -> Result<Option<Node>, SlurmError> {
-        let response = self.send("node", Lane::Other, self.request(Method::GET, &node_path(name))?).await?;
+        let response = self.send("node", Lane::Other, self.request(Method::GET, &node_path(name))).await?;
         match decode::<NodesResponse>("node", response).await {
             Ok(answer) => Ok(answer.nodes.into_iter().find(|node| node.name == name)),
             Err(SlurmError::Api { status: 404, .. }) => Ok(None),
@@ -443,13 +445,13 @@ impl SlurmClient {
     /// Changes a node's state, reason or comment.
     pub async fn update_node(&self, name: &str, update: &NodeUpdate) -> Result<(), SlurmError> {
         let response =
-            self.send("node update", Lane::Other, self.request(Method::POST, &node_path(name))?.json(update)).await?;
+            self.send("node update", Lane::Other, self.request(Method::POST, &node_path(name)).json(update)).await?;
         decode::<Envelope>("node update", response).await.map(drop)
     }
 
     /// Deletes a dynamic node's record. A node that is already gone is not an error.
     pub async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
-        let response = self.send("node delete", Lane::Other, self.request(Method::DELETE, &node_path(name))?).await?;
+        let response = self.send("node delete", Lane::Other, self.request(Method::DELETE, &node_path(name))).await?;
         match decode::<Envelope>("node delete", response).await {
             Err(SlurmError::Api { status: 404, .. }) => Ok(()),
             Err(SlurmError::Api { errors, .. }) if errors.iter().all(unknown_node) => Ok(()),

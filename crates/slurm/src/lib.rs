@@ -24,8 +24,8 @@ mod shared_text;
 mod version;
 
 pub use api::{JobId, Slurm};
-pub use auth::TokenSigner;
-pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, SUBMIT_DEADLINE, SlurmClient};
+pub use auth::{TOKEN_LIFETIME, TokenSigner};
+pub use client::{DEFAULT_MAX_IN_FLIGHT, JobsPage, NodesPage, REQUEST_TIMEOUT, SUBMIT_DEADLINE, SlurmClient};
 pub use decode::{MAX_JOBS_ANSWER_BYTES, MAX_NODES_ANSWER_BYTES, MAX_OTHER_ANSWER_BYTES};
 pub use error::SlurmError;
 #[cfg(feature = "fake")]

@@ -15,7 +15,7 @@ use crate::delivery::{self, Decision, Loads};
 use crate::http;
 use crate::leader::{self, Election, Fence, LeaderGauge, Leadership};
 use crate::policy::{FailureModes, OnFailure, Policies};
-use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmInfoMetric, TokenSigner};
+use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmInfoMetric, TOKEN_LIFETIME, TokenSigner};
 
 /// How long the way out may take to hand the Lease over.
 const RELEASE: Duration = Duration::from_secs(5);
@@ -46,7 +46,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     let slurm_url = super::host_args::slurm_url(&args.slurm_url)?;
     let key = std::fs::read(&args.slurm_jwt_key)
         .with_context(|| format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display()))?;
-    let signer = TokenSigner::new(&key, args.slurm_user.clone(), Duration::from_secs(900));
+    let signer = TokenSigner::new(&key, args.slurm_user.clone(), TOKEN_LIFETIME);
     let slurm = SlurmClient::new(slurm_url, signer)?.with_max_in_flight(args.slurm_max_requests as usize);
     let client = crate::kube::connect(args.kubeconfig.as_deref()).await?;
     let policies = Arc::new(Policies::bundled(failure_modes(&args.fallback, &args.fail_closed))?);
