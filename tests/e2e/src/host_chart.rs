@@ -9,6 +9,16 @@ use crate::{Cluster, SCHEDULER, SUNK_IMAGE_REPOSITORY, SUNK_IMAGE_TAG, wait_for}
 
 pub const CHART: &str = "charts/sunk";
 
+/// Values for the chart's Slurm with a backup slurmctld, on a claim both controllers mount.
+pub const BACKUP_SLURMCTLD: [&str; 6] = [
+    "--set",
+    "slurmCluster.controller.backup.enabled=true",
+    "--set",
+    "slurmCluster.controller.persistence.enabled=true",
+    "--set",
+    "slurmCluster.controller.persistence.accessModes={ReadWriteMany}",
+];
+
 /// The release name a test's host chart is installed under.
 pub fn release(cluster: &Cluster) -> String {
     format!("sunk-{}", cluster.namespace)

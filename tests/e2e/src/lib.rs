@@ -25,7 +25,7 @@ pub mod process;
 mod restarts;
 mod slurm;
 pub use components::{Frozen, pid_of as component_pid, restart_component};
-pub use host_chart::CHART;
+pub use host_chart::{BACKUP_SLURMCTLD, CHART};
 pub use hostile::{Answer, HostileProxy};
 pub use nodes::{NodeGuard, create_nodeset, set_unschedulable, slurmd_image};
 pub use priority::Priority;
@@ -41,6 +41,20 @@ pub const SUNK_IMAGE_TAG: &str = "dev";
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs the helm binary the local cluster's parts include (tests/cluster/build-kube.sh) from the
+/// repository's root; returns its standard output, or an error carrying its standard error. Without
+/// a cluster for `helm template` (the chart's `lookup`s then find nothing).
+pub fn run_helm(args: &[&str]) -> anyhow::Result<String> {
+    let helm = repo_root().join(".cache/bin/helm");
+    let output = Command::new(&helm)
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .with_context(|| format!("running {}", helm.display()))?;
+    anyhow::ensure!(output.status.success(), "helm {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Where the local cluster keeps its state, as in tests/cluster/env.sh.
@@ -304,18 +318,9 @@ impl Cluster {
     /// Runs the real helm binary on this test's namespace (`helm install` the chart, ...); returns
     /// its standard output, or an error carrying its standard error.
     pub fn helm(&self, args: &[&str]) -> anyhow::Result<String> {
-        let helm = repo_root().join(".cache/bin/helm");
-        let output = Command::new(&helm)
-            .args(args)
-            .arg("--namespace")
-            .arg(&self.namespace)
-            .arg("--kubeconfig")
-            .arg(state_dir().join("kubeconfig"))
-            .current_dir(repo_root())
-            .output()
-            .with_context(|| format!("running {}", helm.display()))?;
-        anyhow::ensure!(output.status.success(), "helm {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        let kubeconfig = state_dir().join("kubeconfig");
+        let cluster = ["--namespace", &self.namespace, "--kubeconfig", kubeconfig.to_str().context("kubeconfig path")?];
+        run_helm(&[args, &cluster].concat())
     }
 
     /// A Secret in this test's namespace holding the Slurm JWT key under `jwt.key`, as the chart

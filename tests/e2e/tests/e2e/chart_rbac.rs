@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use sunk_e2e::{CHART, Cluster, repo_root};
+use sunk_e2e::{BACKUP_SLURMCTLD, CHART, Cluster, repo_root};
 
 #[tokio::test]
 async fn the_charts_rbac_is_exactly_the_checked_in_list() -> anyhow::Result<()> {
@@ -23,13 +23,8 @@ async fn the_charts_rbac_is_exactly_the_checked_in_list() -> anyhow::Result<()> 
         "policies.secretNames={modules}",
         "--set-json",
         r#"tenancy.grants=[{"namespaceSelector":{"matchLabels":{"team":"ml"}}}]"#,
-        "--set",
-        "slurmCluster.controller.backup.enabled=true",
-        "--set",
-        "slurmCluster.controller.persistence.enabled=true",
-        "--set",
-        "slurmCluster.controller.persistence.accessModes={ReadWriteMany}",
     ];
+    let whole_cluster = [&whole_cluster[..], &BACKUP_SLURMCTLD].concat();
     let scope_namespace = ["--set", "scope.type=namespace", "--set", "scope.namespaces={team}"];
     let renders: [(&[&str], &str); 3] =
         [(&[], "host.txt"), (&whole_cluster, "slurm-cluster.txt"), (&scope_namespace, "scope-namespace.txt")];

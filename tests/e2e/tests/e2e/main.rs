@@ -10,6 +10,7 @@ mod chart_confinement;
 mod chart_login;
 mod chart_rbac;
 mod chart_release;
+mod chart_render;
 mod chart_scope;
 mod chart_slurm;
 mod chart_user;
