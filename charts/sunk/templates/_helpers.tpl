@@ -120,6 +120,19 @@ host's ServiceMonitor is rendered. */}}
 {{- if and .Values.slurmCluster.enabled (include "sunk.slurmMetrics" .) (include "sunk.serviceMonitor" .) }}true{{ end }}
 {{- end }}
 
+{{/* gres.conf: slurmCluster.config.gresConf, after a global `AutoDetect=` line (config.gresAutoDetect)
+where `gpu` is one of config.gresTypes, unless gresConf has a global AutoDetect line of its own (two
+that differ stop slurmd). Where the driver shows no GPU (a CPU Node, a Node whose GPUs the kubelet only
+advertises) Slurm detects none, and slurmd keeps the GPUs it registered with. */}}
+{{- define "sunk.gresConf" -}}
+{{- $config := .Values.slurmCluster.config }}
+{{- $detect := $config.gresAutoDetect | default "off" }}
+{{- if and (ne $detect "off") (has "gpu" $config.gresTypes) (not (regexMatch "(?im)^[ \\t]*AutoDetect[ \\t]*=" $config.gresConf)) }}
+{{- printf "AutoDetect=%s\n" $detect }}
+{{- end }}
+{{- $config.gresConf }}
+{{- end }}
+
 {{/* Whether to render the PrometheusRule: `auto` only when the Prometheus Operator's API exists. */}}
 {{- define "sunk.prometheusRule" -}}
 {{- $mode := toString .Values.prometheusRule.enabled }}

@@ -1,5 +1,5 @@
 //! The chart as `helm template` renders it, without a cluster: who its NetworkPolicies let reach
-//! slurmctld, checked against the labels of the pods the chart runs.
+//! slurmctld, checked against the labels of the pods the chart runs, and gres.conf.
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
@@ -89,6 +89,39 @@ fn the_slurmctld_network_policy_follows_its_values() -> anyhow::Result<()> {
     assert!(policy(&["--set", "slurmCluster.controller.networkPolicy.enabled=false"])?.is_none());
     let host_alone = run_helm(&["template", "r", CHART, "--namespace", "sunk"])?;
     assert!(!host_alone.contains("r-sunk-slurmctld"), "a policy without the chart's Slurm");
+    Ok(())
+}
+
+#[test]
+fn gres_conf_autodetects_nvidia_gpus_unless_told_otherwise() -> anyhow::Result<()> {
+    let gres_conf = |args: &[&str]| -> anyhow::Result<String> {
+        let documents = render(args)?;
+        let config = find(&documents, "ConfigMap", "r-sunk-slurm-conf").context("no slurm.conf ConfigMap")?;
+        config["data"]["gres.conf"].as_str().map(str::to_owned).context("no gres.conf")
+    };
+    // Slurm 24.11 and 26.05 both have AutoDetect=nvidia, which needs no NVIDIA library.
+    assert_eq!(gres_conf(&[])?, "AutoDetect=nvidia\n");
+    assert_eq!(gres_conf(&["--set", "slurmCluster.images.slurmd.tag=24.11"])?, "AutoDetect=nvidia\n");
+    assert_eq!(gres_conf(&["--set", "slurmCluster.config.gresAutoDetect=off"])?, "");
+    assert_eq!(gres_conf(&["--set", "slurmCluster.config.gresAutoDetect="])?, "");
+    assert_eq!(gres_conf(&["--set", "slurmCluster.config.gresAutoDetect=nvml"])?, "AutoDetect=nvml\n");
+    // No GPUs in Slurm, nothing to detect.
+    assert_eq!(gres_conf(&["--set-json", "slurmCluster.config.gresTypes=[]"])?, "");
+    // gresConf follows; its own global AutoDetect replaces the chart's, a node's does not.
+    let files = "Name=gpu Type=a100 File=/dev/nvidia[0-1]\n";
+    assert_eq!(
+        gres_conf(&["--set-string", &format!("slurmCluster.config.gresConf={files}")])?,
+        format!("AutoDetect=nvidia\n{files}")
+    );
+    let own = "# ours\n  autodetect=nvml\n";
+    assert_eq!(gres_conf(&["--set-string", &format!("slurmCluster.config.gresConf={own}")])?, own);
+    let per_node = "NodeName=tux3 AutoDetect=off Name=gpu File=/dev/nvidia[0-3]\n";
+    assert_eq!(
+        gres_conf(&["--set-string", &format!("slurmCluster.config.gresConf={per_node}")])?,
+        format!("AutoDetect=nvidia\n{per_node}")
+    );
+    let refused = gres_conf(&["--set", "slurmCluster.config.gresAutoDetect=nvidai"]).expect_err("not an AutoDetect");
+    assert!(refused.to_string().contains("/slurmCluster/config/gresAutoDetect"), "{refused}");
     Ok(())
 }
 
