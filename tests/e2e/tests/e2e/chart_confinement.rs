@@ -25,16 +25,26 @@ async fn processes_on(release: &Release, node: &str, pattern: &str) -> anyhow::R
     Ok(String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect())
 }
 
-/// `sacct` fields of job `job` (allocation and steps), `JobID|...`, once its allocation line ends in
-/// a state other than RUNNING.
+/// `sacct` fields of batch job `job`, its allocation's and its batch step's lines (`JobID|State|...`),
+/// once both have ended.
 async fn accounted(ssh: &SshClient, job: &str, fields: &str) -> anyhow::Result<Vec<String>> {
-    wait_for(&format!("sacct to record job {job} ended"), READY, || async {
-        let lines = ssh.run(&format!("sacct -n -P -j {job} -o JobID,State,{fields}")).ok()?;
-        let lines: Vec<String> = lines.lines().map(str::to_string).collect();
-        let ended = lines.iter().any(|line| line.starts_with(&format!("{job}|")) && !line.contains("|RUNNING|"));
-        ended.then_some(lines)
+    const NOT_ENDED: [&str; 6] = ["", "PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED"];
+    let mut last = String::new();
+    let ended = wait_for(&format!("sacct to record job {job} ended"), READY, || {
+        let listed = ssh.run(&format!("sacct -n -P -j {job} -o JobID,State,{fields}")).unwrap_or_default();
+        last.clone_from(&listed);
+        async move {
+            let lines: Vec<String> = listed.lines().map(str::to_string).collect();
+            let state_of = |id: String| {
+                let line = lines.iter().find(|line| line.starts_with(&format!("{id}|")))?;
+                line.split('|').nth(1).map(|state| state.split_whitespace().next().unwrap_or_default().to_string())
+            };
+            let ended = |id: String| state_of(id).is_some_and(|state| !NOT_ENDED.contains(&state.as_str()));
+            (ended(job.to_string()) && ended(format!("{job}.batch"))).then_some(lines)
+        }
     })
-    .await
+    .await;
+    ended.map_err(|error| error.context(last))
 }
 
 /// Restarts and termination reasons of every container of `pod`.
