@@ -14,7 +14,7 @@ mod chart_render;
 mod chart_scope;
 mod chart_slurm;
 mod chart_user;
-mod confinement;
+mod device_confinement;
 mod fast_path;
 mod gang;
 mod ha;
