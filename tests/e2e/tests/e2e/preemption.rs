@@ -177,6 +177,9 @@ async fn a_preempted_task_of_a_job_array_goes_without_its_siblings() -> anyhow::
     wait_state(&cluster, record.job_id, how, |job| job.state() == gone).await?;
     let spared = cluster.slurm.job(sibling.job_id).await?.expect("listed");
     assert_eq!(spared.state(), JobState::Running, "the sibling task keeps running: {spared:?}");
+    // Cancelled (on drop) while its launch is still under way, the sibling would hold its node
+    // COMPLETING for about 90 s, past the next test's wait for that node.
+    sunk_e2e::wait_batch_launched(&sibling.target()).await?;
     drop(high);
     Ok(())
 }
