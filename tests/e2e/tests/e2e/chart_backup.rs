@@ -55,10 +55,15 @@ async fn the_backup_slurmctld_takes_control_when_the_primary_is_lost_and_the_ret
     waiting["spec"]["schedulerName"] = release.scheduler_name().into();
     let waiting_uid = release.cluster.create_pod(waiting).await?.uid().unwrap_or_default();
 
+    let last_refusal = std::cell::RefCell::new(String::new());
     let accepted = wait_for("the backup slurmctld to accept a job", TAKEOVER, || async {
-        release.slurm_in(BACKUP_POD, &["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "--wrap", "true"]).ok()
+        let sbatch = ["sbatch", "--parsable", "--chdir=/tmp", "--mem=100", "--wrap", "true"];
+        release.slurm_in(BACKUP_POD, &sbatch).map_err(|refusal| *last_refusal.borrow_mut() = refusal.to_string()).ok()
     })
-    .await?;
+    .await
+    .map_err(|error| {
+        anyhow::anyhow!("{error}; the last refusal: {}{}", last_refusal.borrow(), backup_state(&release))
+    })?;
     let accepted = accepted.trim().to_string();
     let took_over = lost.elapsed();
     release
@@ -159,4 +164,18 @@ fn patch_finalizers(release: &Release, finalizers: &str) -> anyhow::Result<()> {
 async fn backup_uid(release: &Release) -> anyhow::Result<String> {
     let pods = wait_ready(release, "slurmctld-backup", 1).await?;
     Ok(pods.first().and_then(|pod| pod.uid()).unwrap_or_default())
+}
+
+/// What the backup's pod says of itself, for a test that waited on it in vain: `scontrol ping`, its
+/// restarts, and the end of its slurmctld's log.
+fn backup_state(release: &Release) -> String {
+    let ping = release.slurm_in(BACKUP_POD, &["scontrol", "ping"]).unwrap_or_else(|error| error.to_string());
+    let namespace = release.namespace();
+    let output = |args: &[&str]| {
+        kubectl(args).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+    };
+    let restarts = output(&["-n", namespace, "get", "pod", BACKUP_POD, "-o", "wide"]);
+    let log = output(&["-n", namespace, "logs", BACKUP_POD, "-c", "slurmctld", "--tail", "60"]);
+    let sidecar = output(&["-n", namespace, "logs", BACKUP_POD, "-c", "reconfigure", "--tail", "10"]);
+    format!("\n{ping}\n{restarts}\nits slurmctld's log:\n{log}\nits reconfigure sidecar's:\n{sidecar}")
 }

@@ -70,6 +70,12 @@ async fn leader_gauge(cluster: &Cluster, host: usize, identity: &str) -> anyhow:
     line.map(str::to_owned).ok_or_else(|| anyhow::anyhow!("no {series} in /metrics:\n{metrics}"))
 }
 
+/// Waits for `sunk_leader` to read `value`: a host sets it just after its Lease write lands, so a
+/// test that saw the Lease change may read the gauge a moment before it follows.
+async fn wait_gauge(cluster: &Cluster, host: usize, identity: &str, value: &str, why: &str) -> anyhow::Result<()> {
+    wait_for(why, BIND, || async { (leader_gauge(cluster, host, identity).await.ok()? == value).then_some(()) }).await
+}
+
 async fn wait_ready(cluster: &Cluster, host: usize) -> anyhow::Result<()> {
     wait_for("the host's /readyz to pass", BIND, || async move {
         cluster.readyz(host).await.ok().filter(|(status, body)| *status == 200 && body == "ok")
@@ -91,7 +97,7 @@ async fn leader_and_follower(
     wait_ready(cluster, follower).await?;
     wait_ready(cluster, leader).await?;
     assert_eq!(holder(cluster).await.as_deref(), Some(a.as_str()), "the first host keeps the Lease");
-    assert_eq!(leader_gauge(cluster, leader, &a).await?, "1");
+    wait_gauge(cluster, leader, &a, "1", "the first host to report that it leads").await?;
     assert_eq!(leader_gauge(cluster, follower, &b).await?, "0");
     Ok((leader, a, follower, b))
 }
@@ -146,7 +152,7 @@ async fn a_killed_leader_is_replaced_within_15s_and_every_pod_keeps_exactly_one_
     let takeover = wait_holder(&cluster, &b, killed, TAKEOVER + Duration::from_secs(10)).await?;
     eprintln!("SIGKILL failover: the follower took the Lease {takeover:?} after the leader was killed");
     assert!(takeover <= TAKEOVER, "the follower took over after {takeover:?}, more than {TAKEOVER:?}");
-    assert_eq!(leader_gauge(&cluster, follower, &b).await?, "1");
+    wait_gauge(&cluster, follower, &b, "1", "the new leader to report that it leads").await?;
 
     // Every pod of the burst ends up with exactly one live job: bound where it runs, or pending in
     // Slurm and saying so. No job is doubled, ended or left for a pod that is not there.
@@ -242,10 +248,7 @@ async fn a_leader_whose_lease_is_taken_steps_down_at_once_and_stands_again_witho
     let taken = Instant::now();
     let taken_at = SystemTime::now();
     leases.patch(LEASE, &PatchParams::default(), &Patch::Merge(&claim)).await?;
-    wait_for("the leader to step down", BIND, || async {
-        (leader_gauge(&cluster, leader, &a).await.ok()? == "0").then_some(())
-    })
-    .await?;
+    wait_gauge(&cluster, leader, &a, "0", "the leader to step down").await?;
     let stopped = taken.elapsed();
     eprintln!("a leader whose Lease was taken stepped down after {stopped:?}");
     // It learns from its watch on the Lease, not at its next renewal (up to RENEW_BEFORE_EXPIRY later).
@@ -286,11 +289,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_when_it_thaws() -> anyhow
     cluster.wait_pod("while-frozen", "the new leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
     let thawed = SystemTime::now();
     drop(frozen);
-    let cluster_ref = &cluster;
-    wait_for("the thawed host to report it does not lead", BIND, || async {
-        (leader_gauge(cluster_ref, leader, &a).await.ok()? == "0").then_some(())
-    })
-    .await?;
+    wait_gauge(&cluster, leader, &a, "0", "the thawed host to report it does not lead").await?;
     cluster.create_pod(pod("after-thaw", "1", "64Mi")).await?;
     cluster.wait_pod("after-thaw", "the leader to bind a pod", BIND, |pod| node_name(pod).is_some()).await?;
     for (reason, instance, time, object) in events(&cluster).await? {
