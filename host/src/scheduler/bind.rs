@@ -8,10 +8,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 use super::conditions::WaitReason;
+use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
 use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT};
-use super::{Context, conditions, node_room};
+use super::{conditions, node_room};
 use crate::error::Error;
 use crate::slurm::{Job, JobUpdate, expand_hostlist};
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::PodCondition;
 
 use crate::scheduler::watched_pod::WatchedPod;
 
-use super::Context;
+use super::context::Context;
 use super::metrics::AttemptResult;
 
 /// Why a pod is not scheduled: the reason its `PodScheduled=False` condition gives, and what the

@@ -13,7 +13,7 @@
 //! user id the request names (checked on 26.05.5), so only a placeholder that names no user, as with
 //! `tenancy.trustAnnotations`, may take this path; one that runs as its namespace's grant is queued.
 
-use super::Context;
+use super::context::Context;
 use crate::slurm::{Job, JobDescription, JobState, SlurmError};
 
 /// What an immediate allocation came to.

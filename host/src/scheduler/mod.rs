@@ -4,6 +4,7 @@
 mod batch;
 mod bind;
 mod conditions;
+mod context;
 mod decide;
 mod exclusions;
 mod fast_path;
@@ -46,7 +47,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 
@@ -68,9 +68,11 @@ pub use watched_pod::WatchedPod;
 pub(crate) use watched_pod::forget_managed_fields;
 
 use crate::kube::PodWriter;
-use crate::policy::{self, Policies};
+use crate::policy::Policies;
 use crate::slurm::{NodeCache, Slurm};
 use crate::tenancy::Tenancy;
+pub use context::Config;
+use context::Context;
 use grants::Grants;
 use placement::Placement;
 
@@ -78,93 +80,6 @@ use placement::Placement;
 /// turn (see `batch`), while 10,000 pods arriving together do not hold 10,000 passes in memory (each
 /// about 15 KB, and whatever it has gathered) waiting for their turns; the rest wait as names.
 const MOST_PASSES_AT_ONCE: u16 = 256;
-
-/// What the scheduler is told at start-up.
-pub struct Config {
-    /// Pods whose `spec.schedulerName` equals this are ours.
-    pub scheduler_name: String,
-    /// How often Slurm's job list is polled.
-    pub poll_interval: Duration,
-    /// What policies are told about the Slurm cluster.
-    pub cluster: policy::Cluster,
-    /// Where attempts, latencies and pending pods are counted (registered on /metrics by the caller).
-    pub metrics: SchedulerMetrics,
-    /// The namespaces whose pods are scheduled.
-    pub scope: Scope,
-    /// Try an immediate allocation before queueing a placeholder (see `fast_path`).
-    pub fast_path: bool,
-    /// Which placeholder jobs may be submitted.
-    pub placeholders: Placeholders,
-    /// The most pods one job array may carry (see `batch`); 1 submits every pod alone.
-    pub max_array_tasks: usize,
-    /// Let waiting pods preempt lower-priority work, as the preemption policy decides.
-    pub preemption: bool,
-    /// slurm.conf's preemption lines, as the operator states them for a slurmrestd that cannot say them.
-    pub slurm_rules: preemption::StatedRules,
-    /// The client preemption evicts pods with: one that takes a 429 (a disruption budget's refusal)
-    /// for an answer.
-    pub evictions: Client,
-    pub tenancy: Arc<Tenancy>,
-    /// The namespace of the NodeSets whose slurmd pods host Slurm nodes (all when unset).
-    pub slurmd_namespace: Option<String>,
-    /// Every pod of the cluster, when the host reads them (the pool audit does): what pod
-    /// (anti-)affinity and topology spread are about.
-    pub every_pod: Option<reflector::Store<WatchedPod>>,
-    /// Whose placeholders are this scheduler's ([`installation`]).
-    pub installation: Installation,
-    /// The view of Slurm's jobs this scheduler polls, which the pool's hold jobs are read from too.
-    pub jobs: JobCache,
-    /// Read PersistentVolumeClaims, PersistentVolumes and StorageClasses: where a pod's claimed
-    /// volumes can be mounted (`volume_topology`).
-    pub volume_topology: bool,
-}
-
-/// Everything a reconcile needs.
-pub struct Context {
-    pub client: Client,
-    /// This scheduler's pods (the controller's store).
-    pub pods: reflector::Store<WatchedPod>,
-    pub gang_locks: gang::GroupLocks,
-    pub writer: PodWriter,
-    pub slurm: Arc<dyn Slurm>,
-    pub jobs: JobCache,
-    /// Whose placeholders this scheduler's are: it signs their links and leaves others' alone.
-    pub installation: Installation,
-    pub policies: Arc<Policies>,
-    /// What each namespace's pods may get in Slurm.
-    pub grants: Grants,
-    pub slurmd: SlurmdPods,
-    pub placement: Placement,
-    /// Waiting jobs found in line with their pods' placement rules, and on what grounds.
-    pub placement_checks: placement_checks::PlacementChecks,
-    pub cluster: policy::Cluster,
-    pub metrics: SchedulerMetrics,
-    pub fast_path: bool,
-    pub placeholders: Placeholders,
-    /// Pods waiting to be submitted together.
-    pub batches: batch::Batches,
-    pub preemption: bool,
-    /// Preemptions under way.
-    pub preemptions: preemption::InFlight,
-    /// Placeholders of bound pods seen requeued, waiting to learn who preempted them.
-    pub requeued_seen: preemption::by_slurm::FirstSeen,
-    /// Slurm's own preemption rules, as last read: the host preempts nothing they protect.
-    pub slurm_rules: preemption::KnownRules,
-    /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
-    pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<WatchedPod>>,
-    /// Every pod of the cluster (see [`Config::every_pod`]), and those bound, indexed once per poll.
-    pub every_pod: Option<reflector::Store<WatchedPod>>,
-    pub refusers: shared_neighbourhood::SharedNeighbourhood,
-    /// The claims, volumes and classes, when the host reads them (see [`Config::volume_topology`]).
-    pub volumes: Option<volume_stores::VolumeStores>,
-}
-
-impl Context {
-    /// The placeholder to submit now (the Slurm behind slurmrestd may have changed since the last).
-    pub fn placeholder_kind(&self) -> PlaceholderKind {
-        self.placeholders.kind(self.slurm.api())
-    }
-}
 
 /// The installation a scheduler named `scheduler_name` is in this cluster.
 pub async fn installation(client: &Client, scheduler_name: &str) -> anyhow::Result<Installation> {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::Context;
 use super::conditions::WaitReason;
+use super::context::Context;
 use super::placement::Verdict;
 use super::pod_affinity::{Neighbourhood, PodRules, judge};
 use super::shared_neighbourhood::BoundPods;

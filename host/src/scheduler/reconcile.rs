@@ -14,6 +14,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::conditions::WaitReason;
+use super::context::Context;
 use super::decide::{Facts, Next, decide, describe};
 use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
@@ -22,7 +23,7 @@ use super::pod_phase::leaving;
 use super::preemption::TakenBySlurm;
 use super::submit::ExcludedNodes;
 use super::timing::{CONTAINERS_STOPPED_RECHECK, FIRST_LISTING_RECHECK, RECHECK, RETRY, SLURM_PATIENCE, STOP_GRACE};
-use super::{Context, bind, conditions, gang, held, preemption, submit};
+use super::{bind, conditions, gang, held, preemption, submit};
 use crate::error::Error;
 use crate::slurm::JobState;
 

@@ -9,6 +9,7 @@ use kube::runtime::controller::Action;
 
 use super::batch::Turn;
 use super::conditions::WaitReason;
+use super::context::Context;
 use super::fast_path::{self, Allocation};
 use super::link::PodKey;
 use super::placeholder::Placeholder;
@@ -17,7 +18,7 @@ use super::placement::Verdict;
 use super::placement_checks::Grounds;
 use super::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY, UNREADABLE_RECHECK};
-use super::{Context, bind, conditions, exclusions, pod_record};
+use super::{bind, conditions, exclusions, pod_record};
 use crate::error::Error;
 use crate::failpoint;
 use crate::policy::worlds::MapPodInput;

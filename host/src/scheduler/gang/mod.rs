@@ -27,13 +27,14 @@ use membership::{Membership, membership};
 use shape::{GangShape, gang_shape};
 
 use super::conditions::WaitReason;
+use super::context::Context;
 use super::link::{self, GangLink, PodKey};
 use super::placeholder;
 use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY};
-use super::{Context, conditions, exclusions, pod_lookup, submit};
+use super::{conditions, exclusions, pod_lookup, submit};
 use crate::error::Error;
 use crate::slurm::{SlurmError, expand_hostlist};
 

@@ -26,14 +26,13 @@ use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::watcher;
 use serde_json::json;
 
+use super::context::Context;
 use super::link::{Installation, PodKey};
 use super::placeholder::{self, PlaceholderKind};
 use super::timing::RECHECK;
 use super::volume_stores::VolumeStores;
 use super::watched_pod::WatchedPod;
-use super::{
-    Context, Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile, submit,
-};
+use super::{Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile, submit};
 use crate::kube::PodWriter;
 use crate::kube::fake_api::FakeApi;
 use crate::nodeset::SlurmNodeOwner;

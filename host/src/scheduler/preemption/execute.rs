@@ -8,7 +8,7 @@
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::Api;
 
-use super::super::Context;
+use super::super::context::Context;
 use super::super::link::linked_pods;
 use super::super::metrics::PreemptionResult;
 use crate::error::Error;

@@ -29,13 +29,14 @@ pub use in_flight::InFlight;
 pub use known_rules::{KnownRules, Stated as StatedRules, partition_preempt_mode, read as read_rules, slurm_duration};
 pub use slurm_rules::PreemptType;
 
+use super::context::Context;
 use super::link::{PodKey, linked_pods};
 use super::metrics::PreemptionResult;
 use super::placeholder::Placeholder;
 use super::pod_phase::leaving;
 use super::submit::pod_spec;
 use super::timing::{PREEMPTION_PATIENCE, PREEMPTOR_RECHECK};
-use super::{Context, exclusions, pod_lookup};
+use super::{exclusions, pod_lookup};
 use crate::error::Error;
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::slurm::{Job, JobState, expand_hostlist};
