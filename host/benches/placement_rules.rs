@@ -1,7 +1,7 @@
 //! What the pod-level placement rules (required pod (anti-)affinity and topology spread) cost one
 //! pending pod against N pods already bound: the pass as it was, indexing every pod of the cluster
 //! for each pending pod, beside the pass as it is, reading the index the poll builds once and every
-//! pass shares (`host/src/scheduler/shared_neighbourhood.rs`); and that build itself.
+//! pass shares (`host/src/scheduler/placement/shared_neighbourhood.rs`); and that build itself.
 //!
 //! `cargo bench -p sunk --bench placement_rules` runs criterion on each, then prints nearest-rank
 //! percentiles side by side. `cargo test --bench placement_rules` runs each once and checks that both

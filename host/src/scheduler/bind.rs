@@ -36,7 +36,7 @@ pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> 
         let why = ctx
             .placement
             .refusal(spec, node)
-            .or_else(|| super::pod_rules::refusal(pod, node, placeholder.job.job_id, ctx))?;
+            .or_else(|| super::placement::pod_rules::refusal(pod, node, placeholder.job.job_id, ctx))?;
         Some(format!("{node}: {why}"))
     })
 }

@@ -6,7 +6,6 @@ mod bind;
 mod conditions;
 mod context;
 mod decide;
-mod exclusions;
 mod fast_path;
 mod gang;
 mod grants;
@@ -17,28 +16,19 @@ mod link;
 mod metrics;
 #[cfg(test)]
 mod middle_tier;
-mod node_fit;
 mod node_room;
 mod orphans;
 mod placeholder;
 mod placement;
-mod placement_checks;
-mod pod_affinity;
 mod pod_lookup;
 mod pod_phase;
 mod pod_record;
-mod pod_rules;
 pub mod preemption;
 mod reconcile;
 mod scope;
-pub mod shared_neighbourhood;
-mod shared_verdicts;
 mod slurmd_pods;
 mod submit;
 mod timing;
-mod topology_spread;
-mod volume_stores;
-mod volume_topology;
 mod watched_pod;
 
 use std::sync::Arc;
@@ -60,6 +50,8 @@ pub use metrics::SchedulerMetrics;
 pub(crate) use node_room::is_counted;
 pub(crate) use placeholder::holder;
 pub use placeholder::{Placeholder, PlaceholderKind, Placeholders};
+/// What the placement-rules benchmark builds on.
+pub use placement::shared_neighbourhood;
 pub(crate) use pod_record::kubelet_counts;
 pub use pod_record::pod_record;
 pub use scope::Scope;
@@ -156,13 +148,13 @@ pub async fn run(
         tokio::spawn(preemption::read_rules(slurm_rules.clone(), slurm.clone(), config.slurm_rules.clone()));
     }
     let grants = Grants::new(config.tenancy.clone(), namespace_labels(&client, &config.tenancy));
-    let refusers = shared_neighbourhood::SharedNeighbourhood::new(config.poll_interval);
+    let refusers = placement::shared_neighbourhood::SharedNeighbourhood::new(config.poll_interval);
     if let Some(every_pod) = &config.every_pod {
         tokio::spawn(refusers.clone().watch(every_pod.clone()));
     }
-    let volumes = config
-        .volume_topology
-        .then(|| volume_stores::VolumeStores::watch(&client, &config.scope, controller.store(), changed_tx.clone()));
+    let volumes = config.volume_topology.then(|| {
+        placement::volume_stores::VolumeStores::watch(&client, &config.scope, controller.store(), changed_tx.clone())
+    });
     let ctx = Arc::new(Context {
         writer: PodWriter::new(client.clone(), &config.scheduler_name).evicting_with(config.evictions),
         client,

@@ -32,9 +32,10 @@ use super::link::{self, GangLink, PodKey};
 use super::placeholder;
 use super::placeholder::Placeholder;
 use super::placement::Verdict;
-use super::pod_rules::{self, PodPlacement};
+use super::placement::exclusions;
+use super::placement::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY};
-use super::{conditions, exclusions, pod_lookup, submit};
+use super::{conditions, pod_lookup, submit};
 use crate::error::Error;
 use crate::slurm::{SlurmError, expand_hostlist};
 

@@ -7,6 +7,23 @@
 //! right now are ever given to Slurm: it refuses a submission that names an unknown node, and a
 //! deleted node left in a job's list is what cost slurm-bridge its jobs (#43). A verdict is shared by
 //! the pods of the same rules until what it was drawn from changes (`shared_verdicts`).
+//!
+//! The Node's own rules are judged here ([`Placement`], by `node_fit`); the rules about other pods
+//! (`pod_affinity`, `topology_spread`, over `shared_neighbourhood`) and about claimed volumes
+//! (`volume_topology`, over `volume_stores`) narrow that verdict in `pod_rules`; `exclusions` makes a
+//! verdict the job's excluded nodes, and `placement_checks` remembers which waiting jobs are in line.
+
+pub mod exclusions;
+mod node_fit;
+pub mod placement_checks;
+mod pod_affinity;
+pub mod pod_rules;
+pub mod shared_neighbourhood;
+mod shared_verdicts;
+mod topology_spread;
+mod verdict;
+pub mod volume_stores;
+mod volume_topology;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -19,43 +36,13 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::node_fit::{is_node_state, misfit};
-use super::shared_verdicts::SharedVerdicts;
+pub use verdict::Verdict;
+
 use super::slurmd_pods::SlurmdPods;
 use crate::scheduler::watched_pod::PodNeeds;
 use crate::slurm::{NodeCache, NodeSnapshot, Unreadable};
-
-/// What the pod may and may not use.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Verdict {
-    /// Slurm nodes the placeholder must not run on, with why, by name.
-    pub excluded: BTreeMap<String, String>,
-    /// Slurm nodes it may run on.
-    pub eligible: BTreeSet<String>,
-}
-
-impl Verdict {
-    /// The excluded names, for the job.
-    pub fn excluded_names(&self) -> BTreeSet<String> {
-        self.excluded.keys().cloned().collect()
-    }
-
-    /// Why nothing fits, in the manner of kube-scheduler's "0/3 nodes are available: ...".
-    pub fn nothing_fits(&self) -> String {
-        format!("0/{} Slurm nodes fit the pod's placement rules: {}", self.excluded.len(), self.why_excluded())
-    }
-
-    /// Each excluded node's reason (the first few).
-    pub fn why_excluded(&self) -> String {
-        const SHOWN: usize = 5;
-        let mut reasons: Vec<String> =
-            self.excluded.iter().take(SHOWN).map(|(node, why)| format!("{node}: {why}")).collect();
-        if self.excluded.len() > SHOWN {
-            reasons.push(format!("and {} more", self.excluded.len() - SHOWN));
-        }
-        reasons.join("; ")
-    }
-}
+use node_fit::{is_node_state, misfit};
+use shared_verdicts::SharedVerdicts;
 
 /// The cached views a verdict is drawn from.
 #[derive(Clone)]

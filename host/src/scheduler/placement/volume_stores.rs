@@ -13,8 +13,8 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use super::scope::Scope;
 use super::volume_topology::{self, Claims};
+use crate::scheduler::scope::Scope;
 use crate::scheduler::watched_pod::WatchedPod;
 
 /// The watched claims, volumes and classes; shared, cheaply cloned.

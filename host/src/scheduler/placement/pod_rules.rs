@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::conditions::WaitReason;
-use super::context::Context;
-use super::placement::Verdict;
 use super::pod_affinity::{Neighbourhood, PodRules, judge};
 use super::shared_neighbourhood::BoundPods;
+use super::verdict::Verdict;
 use super::volume_topology::{self, VolumeReach};
+use crate::scheduler::conditions::WaitReason;
+use crate::scheduler::context::Context;
 use crate::scheduler::watched_pod::WatchedPod;
 use crate::slurm::expand_hostlist;
 

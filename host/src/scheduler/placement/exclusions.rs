@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::placement::Verdict;
+use super::verdict::Verdict;
 use crate::slurm::{Job, compress_hostlist, expand_hostlist, expand_hostlists};
 
 /// The names for the job's `excluded_nodes`, sorted. The policy's host lists are expanded to one

@@ -27,7 +27,7 @@ use arc_swap::ArcSwapOption;
 use kube::runtime::reflector::Store;
 
 use super::pod_affinity::{finished, namespace_of, refuses_others};
-use super::watched_pod::WatchedPod;
+use crate::scheduler::watched_pod::WatchedPod;
 
 /// The pods bound to a Node when the view was built, not finished, indexed as
 /// [`super::pod_affinity::Neighbourhood::sharing`] reads them. Holds the store's objects, not copies.
@@ -248,8 +248,8 @@ pub mod bench {
     use kube::ResourceExt;
 
     use super::BoundPods;
-    use crate::scheduler::pod_affinity::{Neighbourhood, PodRules, judge};
-    use crate::scheduler::pod_rules::unseen;
+    use crate::scheduler::placement::pod_affinity::{Neighbourhood, PodRules, judge};
+    use crate::scheduler::placement::pod_rules::unseen;
     use crate::scheduler::watched_pod::WatchedPod;
 
     /// Nodes, the every-pod store, this scheduler's store, and the pod being judged.

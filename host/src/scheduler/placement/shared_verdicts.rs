@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::placement::Verdict;
+use super::verdict::Verdict;
 use crate::scheduler::watched_pod::PodNeeds;
 use crate::slurm::NodeSnapshot;
 
