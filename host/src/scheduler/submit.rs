@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::scheduler::watched_pod::{PodNeeds, WatchedPod};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::batch::Turn;
@@ -62,7 +63,7 @@ pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Acti
             ctx.jobs.record_job(key, job);
             submitted(pod, &target, ctx).await
         }
-        Turn::Task(Err(error)) => match not_submitted(pod, &key, &error, ctx).await? {
+        Turn::Task(Err(error)) => match not_submitted(pod, &[key], "the job", &error, ctx).await? {
             Some(action) => Ok(action),
             None => Err(Error::SharedSlurm(error)),
         },
@@ -95,14 +96,14 @@ async fn submit_alone(
                 ctx.jobs.record_submitted(key, job_id, &request);
                 return Ok(Action::requeue(RETRY));
             }
-            Allocation::InDoubt(error) => return in_doubt(pod, &key, &error, ctx).await,
+            Allocation::InDoubt(error) => return in_doubt(pod, &[key], &error, ctx).await,
             Allocation::Refused => {}
         }
     }
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
         Err(error) => {
-            return match not_submitted(pod, &key, &error, ctx).await? {
+            return match not_submitted(pod, &[key], "the job", &error, ctx).await? {
                 Some(action) => Ok(action),
                 None => Err(error.into()),
             };
@@ -122,35 +123,65 @@ async fn submitted(pod: &WatchedPod, job: &str, ctx: &Context) -> Result<Action,
     Ok(Action::requeue(RECHECK))
 }
 
-/// What to do when a submission failed; `None` for an error that is the reconcile's own.
-async fn not_submitted(
+/// What a failed submission means for the pods it was for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// A node the job names (among its excluded nodes) was deleted meanwhile: the next pass, on a
+    /// newer listing, names only nodes Slurm knows.
+    NodeVanished,
+    /// The answer was lost: Slurm may have made the job, so nothing is submitted again until a
+    /// listing shows whether it did.
+    InDoubt,
+    /// Slurm refused the job.
+    Refused,
+}
+
+/// What a failed submission means; `None` for an error that is the pass's own (retried as one).
+pub fn failure(error: &SlurmError) -> Option<Failure> {
+    match error {
+        error if error.names_a_vanished_node() => Some(Failure::NodeVanished),
+        // Before refusals: slurmrestd passes on a slurmctld it could not reach as an error list too.
+        error if error.is_unanswered() => Some(Failure::InDoubt),
+        SlurmError::Api { .. } | SlurmError::NotSubmitted(_) => Some(Failure::Refused),
+        _ => None,
+    }
+}
+
+/// Carries out what a failed submission for the pods of `keys` means (one pod, or every member of a
+/// gang), saying it on `pod`, whose pass submitted; `job` names the job in a refusal. `None` for an
+/// error that is the pass's own.
+pub async fn not_submitted(
     pod: &WatchedPod,
-    key: &PodKey,
+    keys: &[PodKey],
+    job: &str,
     error: &SlurmError,
     ctx: &Context,
 ) -> Result<Option<Action>, Error> {
-    match error {
-        error if error.names_a_vanished_node() => {
-            tracing::debug!(pod = %key.name, %error, "a node named in the job vanished; trying again");
+    match failure(error) {
+        Some(Failure::NodeVanished) => {
+            tracing::debug!(pod = %pod.name_any(), %error, "a node named in the job vanished; trying again");
             Ok(Some(Action::requeue(RETRY)))
         }
-        // Before refusals: slurmrestd passes on a slurmctld it could not reach as an error list too.
-        error if error.is_unanswered() => in_doubt(pod, key, error, ctx).await.map(Some),
-        SlurmError::Api { .. } | SlurmError::NotSubmitted(_) => {
-            ctx.jobs.record_refusal(&key.uid);
-            let message = format!("Slurm refused the job: {error}");
+        Some(Failure::InDoubt) => in_doubt(pod, keys, error, ctx).await.map(Some),
+        Some(Failure::Refused) => {
+            for key in keys {
+                ctx.jobs.record_refusal(&key.uid);
+            }
+            let message = format!("Slurm refused {job}: {error}");
             conditions::waiting(ctx, pod, WaitReason::SlurmRejected, &message).await?;
             ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
             Ok(Some(Action::requeue(RECHECK)))
         }
-        _ => Ok(None),
+        None => Ok(None),
     }
 }
 
-/// The submission's answer was lost: Slurm may have made the job, so nothing is submitted again until
-/// a listing shows whether it did.
-async fn in_doubt(pod: &WatchedPod, key: &PodKey, error: &SlurmError, ctx: &Context) -> Result<Action, Error> {
-    ctx.jobs.record_in_doubt(&key.uid);
+/// The submission's answer was lost: Slurm may have made the job, so nothing is submitted again for
+/// the pods of `keys` until a listing shows whether it did.
+async fn in_doubt(pod: &WatchedPod, keys: &[PodKey], error: &SlurmError, ctx: &Context) -> Result<Action, Error> {
+    for key in keys {
+        ctx.jobs.record_in_doubt(&key.uid);
+    }
     let message = format!("{error}; the pod waits for slurmrestd");
     conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
     Ok(Action::requeue(RETRY))
@@ -301,4 +332,36 @@ async fn placement(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action
 pub(super) fn pod_spec(pod: &WatchedPod) -> &PodNeeds {
     static EMPTY: std::sync::OnceLock<PodNeeds> = std::sync::OnceLock::new();
     pod.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(Default::default))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::slurm::ApiMessage;
+
+    fn answered(error_number: i64) -> SlurmError {
+        let errors = vec![ApiMessage { error_number, ..Default::default() }];
+        SlurmError::Api { what: "job submission", status: 500, errors }
+    }
+
+    #[test]
+    fn what_a_failed_submission_means() {
+        let rows = [
+            ("a node it names was deleted", answered(2018), Some(Failure::NodeVanished)),
+            ("slurmrestd lost slurmctld (ECONNRESET)", answered(104), Some(Failure::InDoubt)),
+            (
+                "no answer in time",
+                SlurmError::NoAnswer("job submission", Duration::from_secs(5)),
+                Some(Failure::InDoubt),
+            ),
+            ("Slurm refused it", answered(2050), Some(Failure::Refused)),
+            ("slurmrestd did not submit it", SlurmError::NotSubmitted(vec![]), Some(Failure::Refused)),
+            ("never sent", SlurmError::Withheld("not the leader"), None),
+        ];
+        for (name, error, expected) in rows {
+            assert_eq!(failure(&error), expected, "{name}");
+        }
+    }
 }

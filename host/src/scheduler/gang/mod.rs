@@ -37,7 +37,7 @@ use super::placement::pod_rules::{self, PodPlacement};
 use super::timing::{RECHECK, RETRY};
 use super::{conditions, pod_lookup, submit};
 use crate::error::Error;
-use crate::slurm::{SlurmError, expand_hostlist};
+use crate::slurm::expand_hostlist;
 
 /// A group, by namespace and name.
 type GroupKey = (String, String);
@@ -150,20 +150,12 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
     description.tasks_per_node = Some(1);
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
-        Err(error @ (SlurmError::Api { .. } | SlurmError::NotSubmitted(_))) if !error.is_unanswered() => {
-            for key in &keys {
-                ctx.jobs.record_refusal(&key.uid);
-            }
-            let message = format!("Slurm refused pod group {}'s job: {error}", group.name);
-            conditions::waiting(ctx, pod, WaitReason::SlurmRejected, &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            return Ok(Action::requeue(RECHECK));
-        }
         Err(error) => {
-            if error.is_unanswered() {
-                keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid));
-            }
-            return Err(error.into());
+            let job = format!("pod group {}'s job", group.name);
+            return match submit::not_submitted(pod, &keys, &job, &error, ctx).await? {
+                Some(action) => Ok(action),
+                None => Err(error.into()),
+            };
         }
     };
     for key in &keys {
