@@ -11,23 +11,17 @@ use super::conditions::WaitReason;
 use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
-use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT};
+use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
 use super::{conditions, node_room};
 use crate::error::Error;
 use crate::slurm::{Job, JobUpdate, expand_hostlist};
-
-/// How long a running job may hold a Slurm node no slurmd pod is known to host before it is
-/// replaced. A slurmd pod just made is seen within moments. One deleted under a job whose pod was not
-/// bound yet leaves that pod nowhere to go, and the node held for good: the NodeSet makes no new slurmd
-/// pod for a node a job still holds.
-const UNHOSTED_PATIENCE: u64 = 30;
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
 pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
     let spec = pod.spec.as_ref()?;
     let nodes = expand_hostlist(&placeholder.job.nodes).unwrap_or_else(|_| vec![placeholder.job.nodes.clone()]);
     let running_for = running_for(&placeholder.job).unwrap_or_default();
-    if running_for >= UNHOSTED_PATIENCE
+    if running_for >= UNHOSTED_PATIENCE.as_secs()
         && let Some(node) = nodes.iter().find(|node| ctx.slurmd.kube_node_of(node).is_none())
     {
         return Some(format!("{node}: no slurmd pod hosts it, {running_for} s after the job started"));

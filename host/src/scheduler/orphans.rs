@@ -8,6 +8,7 @@ use crate::scheduler::watched_pod::WatchedPod;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 
+use super::timing::STORE_READY_RECHECK;
 use super::{JobCache, Placeholder, SchedulerMetrics, Scope, pod_lookup};
 use crate::slurm::{Slurm, SlurmError};
 
@@ -40,7 +41,7 @@ async fn sweep(Sweep { jobs, pods, slurm, scope, client, metrics }: Sweep, inter
     // Readiness wakes only the most recent waiter, and the controller waits on the same store:
     // look again every second rather than wait once.
     loop {
-        match tokio::time::timeout(Duration::from_secs(1), pods.wait_until_ready()).await {
+        match tokio::time::timeout(STORE_READY_RECHECK, pods.wait_until_ready()).await {
             Ok(Ok(())) => break,
             Ok(Err(_dropped)) => return,
             Err(_still_waiting) => continue,

@@ -3,9 +3,8 @@
 //! with its decision instead of choosing a number of its own.
 //!
 //! Not here: how often Slurm is polled (`job_poll`, `preemption::known_rules`) and how long a memory
-//! keeps an entry (`placement_checks`, `preemption::in_flight`, `batch`): each is part of what its
-//! module does, and tested there. `bind::UNHOSTED_PATIENCE` is still in `bind`, where docs/chaos.md
-//! names it.
+//! keeps an entry before forgetting it (`placement_checks`, `preemption::in_flight`): each is part of
+//! what its module does, and tested there.
 
 use std::time::Duration;
 
@@ -28,6 +27,10 @@ pub const ROOM_RECHECK: Duration = Duration::from_secs(1);
 /// A placeholder Slurm requeued whose preemptor has not started yet: it starts within moments.
 pub const PREEMPTOR_RECHECK: Duration = Duration::from_secs(1);
 
+/// Until the controller's store of pods is listed, the orphan sweep looks again this often: its
+/// readiness wakes only the latest waiter, and the controller waits on it too.
+pub const STORE_READY_RECHECK: Duration = Duration::from_secs(1);
+
 // Patience: how long something may not happen before the scheduler acts on it.
 
 /// How long a job listing may go unanswered before waiting pods say Slurm cannot be reached.
@@ -41,6 +44,16 @@ pub const PREEMPTOR_PATIENCE: Duration = Duration::from_secs(5);
 /// How long after its placeholder started a pod waits for a leaving pod at most: a pod that never
 /// leaves (its kubelet gone) must not hold the job's node idle; the kubelet then decides.
 pub const ROOM_WAIT_LIMIT: Duration = Duration::from_secs(60);
+/// How long a running job may hold a Slurm node no slurmd pod is known to host before it is
+/// replaced. A slurmd pod just made is seen within moments. One deleted under a job whose pod was not
+/// bound yet leaves that pod nowhere to go, and the node held for good: the NodeSet makes no new slurmd
+/// pod for a node a job still holds.
+pub const UNHOSTED_PATIENCE: Duration = Duration::from_secs(30);
+/// How long after its victims are gone a waiting job is left to Slurm before it may preempt again.
+pub const PREEMPTION_SETTLE: Duration = Duration::from_secs(10);
+/// How long a turn of job-array submission keeps the pods that arrive waiting, at most: a submission
+/// that meets one of slurmctld 24.11's 5 s connection stalls must not hold up a whole burst behind it.
+pub const LONGEST_TURN: Duration = Duration::from_millis(250);
 /// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports
 /// its containers stopped must not hold a Slurm node for ever).
 pub const STOP_GRACE: Duration = Duration::from_secs(30);

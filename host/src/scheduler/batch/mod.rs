@@ -9,21 +9,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
 
 use super::link::{ArrayLink, Installation, PodKey};
+use super::timing::LONGEST_TURN;
 use crate::slurm::{JobDescription, SharedText, Slurm, SlurmError};
 
 /// The most tasks one array gets (Slurm's `MaxArraySize` defaults to 1001; the link in every task's
 /// admin comment grows with each pod).
 pub const MAX_TASKS: usize = 100;
-
-/// How long a turn keeps the pods that arrive waiting, at most: a submission that meets one of
-/// slurmctld 24.11's 5 s connection stalls must not hold up a whole burst behind it.
-const LONGEST_TURN: Duration = Duration::from_millis(250);
 
 /// What became of a pod handed to [`Batches::join`].
 pub enum Turn {
@@ -183,6 +179,8 @@ async fn submit_array(slurm: &dyn Slurm, pods: Vec<Waiting>, installation: &Inst
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::slurm::FakeSlurm;
 

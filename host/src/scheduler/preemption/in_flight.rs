@@ -9,10 +9,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::super::timing::PREEMPTION_SETTLE;
 use crate::slurm::Job;
 
-/// How long after its victims are gone a waiting job is left to Slurm before it may preempt again.
-const SETTLE: Duration = Duration::from_secs(10);
 /// A round no pass asked about for this long is forgotten (its job started, or its pod went).
 const FORGET: Duration = Duration::from_secs(600);
 
@@ -49,7 +48,7 @@ impl InFlight {
             return Some(format!("preempted job(s) {} still hold their nodes", left.join(", ")));
         }
         let gone_since = *round.gone_since.get_or_insert_with(Instant::now);
-        if gone_since.elapsed() < SETTLE {
+        if gone_since.elapsed() < PREEMPTION_SETTLE {
             return Some("the preempted jobs are gone; Slurm starts the pod's job next".into());
         }
         rounds.remove(&job_id);
@@ -84,7 +83,7 @@ mod tests {
         assert!(why.contains("job(s) 2 still hold"), "{why}");
         let why = in_flight.busy(9, &holding(&[3])).unwrap();
         assert!(why.contains("gone"), "{why}");
-        in_flight.0.lock().unwrap().get_mut(&9).unwrap().gone_since = Some(Instant::now() - SETTLE);
+        in_flight.0.lock().unwrap().get_mut(&9).unwrap().gone_since = Some(Instant::now() - PREEMPTION_SETTLE);
         assert_eq!(in_flight.busy(9, &holding(&[3])), None);
         assert!(in_flight.victims().is_empty(), "the round is over");
     }
