@@ -11,8 +11,9 @@ use super::conditions::WaitReason;
 use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
+use super::step::{Again, Plan};
 use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
-use super::{conditions, node_room};
+use super::{executor, node_room};
 use crate::error::Error;
 use crate::slurm::{Job, JobUpdate, expand_hostlist};
 
@@ -115,8 +116,8 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
             "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
             placeholder.job.target()
         );
-        conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
-        return Ok(Action::requeue(RETRY));
+        return executor::execute(ctx, pod, Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY)))
+            .await;
     };
     let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
     let leaving = if may_wait { room_held(pod, &node, ctx).await } else { None };
@@ -125,8 +126,8 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
             "Slurm job {} runs on {slurm_node}; Node {node} has no room for the pod until pod {leaving}, which is leaving it, is gone",
             placeholder.job.target()
         );
-        conditions::waiting(ctx, pod, WaitReason::PreviousPodLeaving, &message).await?;
-        return Ok(Action::requeue(ROOM_RECHECK));
+        let plan = Plan::wait(WaitReason::PreviousPodLeaving, message, Again::After(ROOM_RECHECK));
+        return executor::execute(ctx, pod, plan).await;
     }
     if !ctx.writer.bind(pod, &node).await? {
         // Bound by an earlier pass; the watch brings the bound pod next.

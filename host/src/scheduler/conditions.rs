@@ -6,9 +6,6 @@
 
 use k8s_openapi::api::core::v1::PodCondition;
 
-use crate::scheduler::watched_pod::WatchedPod;
-
-use super::context::Context;
 use super::metrics::AttemptResult;
 
 /// Why a pod is not scheduled: the reason its `PodScheduled=False` condition gives, and what the
@@ -109,33 +106,9 @@ pub fn pending_reason(slurm_reason: &str) -> WaitReason {
     if capacity { WaitReason::Unschedulable } else { WaitReason::SlurmJobPending }
 }
 
-/// Says on the pod why it is not scheduled, and counts the attempt.
-pub async fn waiting(ctx: &Context, pod: &WatchedPod, reason: WaitReason, message: &str) -> kube::Result<()> {
-    ctx.metrics.attempt(reason.attempt_result());
-    let current = pod.condition("PodScheduled");
-    ctx.writer.set_scheduled_condition(pod, current, false, reason.condition_reason(), message).await
-}
-
-/// Says on the pod why it is not scheduled, as [`waiting`], and a Warning Event `event` says the same
-/// when the condition said something else: a pod looked at again every minute is not told again.
-pub async fn failing(
-    ctx: &Context,
-    pod: &WatchedPod,
-    reason: WaitReason,
-    message: &str,
-    event: &str,
-) -> kube::Result<()> {
-    let news = !says_already(pod.condition("PodScheduled"), reason, message);
-    waiting(ctx, pod, reason, message).await?;
-    if news {
-        ctx.writer.event(pod, true, event, "Schedule", message.to_owned()).await;
-    }
-    Ok(())
-}
-
 /// Whether the pod's `PodScheduled` condition already says it waits for `reason`, in these words (as
 /// written: on one line).
-fn says_already(current: Option<&PodCondition>, reason: WaitReason, message: &str) -> bool {
+pub fn says_already(current: Option<&PodCondition>, reason: WaitReason, message: &str) -> bool {
     current.is_some_and(|condition| {
         condition.status == "False"
             && condition.reason.as_deref() == Some(reason.condition_reason())

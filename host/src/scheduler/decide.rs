@@ -1,13 +1,19 @@
 //! The scheduler's decision for one pod, pure: what was observed about the pod, its placeholder jobs
 //! and Slurm ([`Facts`]) -> a [`Decision`]: the duplicate jobs to cancel, and the one thing to do next
-//! ([`Next`]). `reconcile` observes and carries the decision out; nothing here talks to Kubernetes or Slurm, so every path has a table-driven test.
+//! ([`Next`]), and how that is carried out ([`course`]): the writes it takes, as a [`Plan`] for the
+//! executor, or a step that decides as it goes (submitting, binding: what Slurm or the API server
+//! answers chooses the next write). `reconcile` observes and carries the decision out; nothing here
+//! talks to Kubernetes or Slurm, so every path has a table-driven test.
 
 use std::time::Duration;
 
+use super::conditions::{WaitReason, pending_reason};
 use super::gang::Group;
 use super::held::{self, Hold, UidGrant};
 use super::placeholder::Placeholder;
-use super::preemption::TakenBySlurm;
+use super::preemption::{Outcome, TakenBySlurm};
+use super::step::{Again, Plan, Step};
+use super::timing::{CONTAINERS_STOPPED_RECHECK, FIRST_LISTING_RECHECK, RECHECK, RETRY};
 use crate::slurm::{Job, JobState};
 
 /// What a pass knows about one pod when it decides.
@@ -169,6 +175,112 @@ fn decide_one_job<'a>(facts: &Facts<'a>) -> Next<'a> {
         }
         (Some(_), Some(_)) => Next::Nothing,
     }
+}
+
+/// How a [`Next`] is carried out.
+#[derive(Debug, PartialEq)]
+pub enum Course<'a> {
+    /// Writes decided now, for the executor.
+    Plan(Plan<'a>),
+    /// Ask the job-mapper and submit the pod's job (alone, or with others as an array).
+    Submit,
+    /// Submit the group's one job once every member is there.
+    SubmitGang(Group),
+    /// Bind the pod where its job runs.
+    Bind(&'a Placeholder),
+    /// Bind the members of the gang whose job runs.
+    BindGang(&'a Placeholder),
+    /// Keep the pending job's exclusions in step and consider preemption, then say what it waits for
+    /// ([`waiting_in_slurm`]).
+    WaitInSlurm(&'a Placeholder),
+    /// Cancel the job for a new one, the pod's Event saying `note`.
+    Replace { placeholder: &'a Placeholder, note: String },
+}
+
+pub fn course(next: Next<'_>) -> Course<'_> {
+    let plan = match next {
+        Next::WaitForSlurm(message) => Plan::wait(WaitReason::SlurmUnreachable, message, Again::After(RETRY)),
+        Next::AwaitFirstListing => Plan::look_again(Again::After(FIRST_LISTING_RECHECK)),
+        Next::AwaitContainersStopped => Plan::look_again(Again::After(CONTAINERS_STOPPED_RECHECK)),
+        Next::CancelForLeaving { live, why } => {
+            let steps = live.iter().flat_map(|placeholder| {
+                let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
+                [
+                    Step::KeepMembersWaiting(placeholder),
+                    Step::Cancel { placeholder, why: why.clone() },
+                    Step::Event { warning: false, reason: "SlurmJobCancelled", action: "Cancel", note },
+                ]
+            });
+            Plan { steps: steps.collect(), again: Again::OnChange }
+        }
+        Next::LookAgainIn(wait) => Plan::look_again(Again::After(wait)),
+        Next::Submit => return Course::Submit,
+        Next::SubmitGang(group) => return Course::SubmitGang(group),
+        // The pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
+        Next::Failed(job) => Plan::wait(
+            WaitReason::SlurmJobFailed,
+            format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job)),
+            Again::OnChange,
+        ),
+        Next::PreemptedBySlurm { taken: TakenBySlurm::AwaitPreemptor(wait), .. } => {
+            Plan::look_again(Again::After(wait))
+        }
+        Next::PreemptedBySlurm { requeued, taken: TakenBySlurm::Named(note) } => {
+            let event = Step::Event { warning: true, reason: "SlurmJobPreempted", action: "Delete", note };
+            let cancel = requeued.map(|placeholder| Step::Cancel { placeholder, why: "its pod was preempted".into() });
+            let steps = std::iter::once(event).chain(cancel).chain([Step::DeletePod]).collect();
+            Plan { steps, again: Again::OnChange }
+        }
+        Next::DeleteEnded(why) => {
+            let note = format!("deleting the pod: {why}");
+            let event = Step::Event { warning: true, reason: "SlurmJobEnded", action: "Delete", note };
+            Plan { steps: vec![event, Step::DeletePod], again: Again::OnChange }
+        }
+        Next::Replace { placeholder, why } => {
+            let note = format!(
+                "Slurm job {} was given {why}; cancelled it, and a new job will exclude that node",
+                placeholder.job.target()
+            );
+            return Course::Replace { placeholder, note };
+        }
+        Next::Bind(placeholder) => return Course::Bind(placeholder),
+        Next::BindGang(placeholder) => return Course::BindGang(placeholder),
+        Next::WaitInSlurm(placeholder) => return Course::WaitInSlurm(placeholder),
+        // The job stays: released once its cause is fixed, it runs and the pod is bound.
+        Next::Held { placeholder, hold } => {
+            let message = held::message(&placeholder.job, &hold);
+            let failing = Step::Failing { reason: WaitReason::SlurmHeld, message, event: "SlurmJobHeld" };
+            Plan { steps: vec![failing], again: Again::After(RECHECK) }
+        }
+        Next::DeleteRequeued { placeholder, node } => {
+            let note = format!(
+                "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
+                placeholder.job.target()
+            );
+            let steps = vec![
+                Step::Event { warning: true, reason: "SlurmJobRequeued", action: "Delete", note },
+                Step::Cancel { placeholder, why: "its pod lost its allocation".into() },
+                Step::DeletePod,
+            ];
+            Plan { steps, again: Again::OnChange }
+        }
+        Next::Nothing => Plan::look_again(Again::OnChange),
+    };
+    Course::Plan(plan)
+}
+
+/// What a pod whose job waits in Slurm says: the job and Slurm's reason, and what preemption did for
+/// it, if it was considered; looked at again soon while victims leave.
+pub fn waiting_in_slurm(job: &Job, preemption: Option<&Outcome>) -> Plan<'static> {
+    let mut message = format!("waiting for Slurm: job {}", describe(job));
+    let mut again = RECHECK;
+    if let Some(outcome) = preemption {
+        message = format!("{message}; {}", outcome.note);
+        if outcome.look_again_soon {
+            again = RETRY;
+        }
+    }
+    Plan::wait(pending_reason(&job.state_reason), message, Again::After(again))
 }
 
 /// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.

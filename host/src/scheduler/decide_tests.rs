@@ -158,3 +158,144 @@ fn every_path_through_decide() {
     let expected = Decision { duplicates: &two[1..], next: Next::Bind(&two[0]) };
     assert_eq!(decide(&two_live), expected, "two live jobs: the younger is cancelled, the older bound");
 }
+
+#[test]
+fn every_next_decided_to_the_write_is_a_plan() {
+    let pending = [placeholder(7, "PENDING")];
+    let running = [placeholder(7, "RUNNING")];
+    let leaving = [placeholder(7, "RUNNING"), gang(9, "PENDING")];
+    let failed = placeholder(5, "FAILED");
+    let held_by_hand = [held("JobHeldUser", "")];
+    let look_again = |wait| Plan::look_again(Again::After(wait));
+    let on_change = |steps| Plan { steps, again: Again::OnChange };
+    let event = |warning, reason, action, note: &str| Step::Event { warning, reason, action, note: note.into() };
+    let cancel = |placeholder, why: &str| Step::Cancel { placeholder, why: why.into() };
+    let delete_ended = "deleting the pod: Slurm job 5 (CANCELLED) ended";
+    let requeued = "deleting the pod: Slurm job 7 was requeued and no longer holds node n1";
+    let preempted = "deleting the pod: job 12 preempted its Slurm job 7 on n1";
+    let rows: Vec<(&str, Next, Plan)> = vec![
+        (
+            "Slurm unreadable: the pod says so, and looks again soon",
+            Next::WaitForSlurm("cannot read Slurm's jobs".into()),
+            Plan::wait(WaitReason::SlurmUnreachable, "cannot read Slurm's jobs", Again::After(RETRY)),
+        ),
+        ("before the first listing", Next::AwaitFirstListing, look_again(FIRST_LISTING_RECHECK)),
+        ("containers still on the Node", Next::AwaitContainersStopped, look_again(CONTAINERS_STOPPED_RECHECK)),
+        (
+            "leaving: each job kept from its gang, cancelled, and said",
+            Next::CancelForLeaving { live: &leaving, why: "deleted".into() },
+            on_change(vec![
+                Step::KeepMembersWaiting(&leaving[0]),
+                cancel(&leaving[0], "deleted"),
+                event(false, "SlurmJobCancelled", "Cancel", "cancelled Slurm job 7: deleted"),
+                Step::KeepMembersWaiting(&leaving[1]),
+                cancel(&leaving[1], "deleted"),
+                event(false, "SlurmJobCancelled", "Cancel", "cancelled Slurm job 9: deleted"),
+            ]),
+        ),
+        ("refused moments ago", Next::LookAgainIn(Duration::from_secs(40)), look_again(Duration::from_secs(40))),
+        (
+            "failed before it ran: said, kept for its owner",
+            Next::Failed(&failed.job),
+            Plan::wait(
+                WaitReason::SlurmJobFailed,
+                "Slurm job 5 (FAILED) failed before it ran; fix the pod's request and recreate it",
+                Again::OnChange,
+            ),
+        ),
+        (
+            "the preemptor not seen yet",
+            Next::PreemptedBySlurm {
+                requeued: Some(&pending[0]),
+                taken: TakenBySlurm::AwaitPreemptor(Duration::from_secs(1)),
+            },
+            look_again(Duration::from_secs(1)),
+        ),
+        (
+            "preempted and requeued: said, the job cancelled, the pod deleted",
+            Next::PreemptedBySlurm { requeued: Some(&pending[0]), taken: TakenBySlurm::Named(preempted.into()) },
+            on_change(vec![
+                event(true, "SlurmJobPreempted", "Delete", preempted),
+                cancel(&pending[0], "its pod was preempted"),
+                Step::DeletePod,
+            ]),
+        ),
+        (
+            "preempted, its job over: said, the pod deleted",
+            Next::PreemptedBySlurm { requeued: None, taken: TakenBySlurm::Named(preempted.into()) },
+            on_change(vec![event(true, "SlurmJobPreempted", "Delete", preempted), Step::DeletePod]),
+        ),
+        (
+            "its job ended: said, the pod deleted",
+            Next::DeleteEnded("Slurm job 5 (CANCELLED) ended".into()),
+            on_change(vec![event(true, "SlurmJobEnded", "Delete", delete_ended), Step::DeletePod]),
+        ),
+        (
+            "held: an error, warned once",
+            Next::Held { placeholder: &held_by_hand[0], hold: Hold::Other },
+            Plan {
+                steps: vec![Step::Failing {
+                    reason: WaitReason::SlurmHeld,
+                    message: held::message(&held_by_hand[0].job, &Hold::Other),
+                    event: "SlurmJobHeld",
+                }],
+                again: Again::After(RECHECK),
+            },
+        ),
+        (
+            "requeued under a bound pod: said, the job cancelled, the pod deleted",
+            Next::DeleteRequeued { placeholder: &pending[0], node: "n1" },
+            on_change(vec![
+                event(true, "SlurmJobRequeued", "Delete", requeued),
+                cancel(&pending[0], "its pod lost its allocation"),
+                Step::DeletePod,
+            ]),
+        ),
+        ("nothing to do", Next::Nothing, Plan::look_again(Again::OnChange)),
+    ];
+    for (name, next, expected) in rows {
+        assert_eq!(course(next), Course::Plan(expected), "{name}");
+    }
+    let replace = Next::Replace { placeholder: &running[0], why: "n1: tainted".into() };
+    let note = "Slurm job 7 was given n1: tainted; cancelled it, and a new job will exclude that node".to_string();
+    assert_eq!(course(replace), Course::Replace { placeholder: &running[0], note });
+    assert_eq!(course(Next::Bind(&running[0])), Course::Bind(&running[0]));
+}
+
+#[test]
+fn a_job_waiting_in_slurm_says_why_and_what_preemption_did() {
+    let waiting = |reason: &str| {
+        let mut job = placeholder(7, "PENDING").job;
+        job.state_reason = reason.into();
+        job
+    };
+    let preempting = |soon| Outcome { note: "preempting job 3".into(), look_again_soon: soon };
+    let rows = [
+        ("for nodes", waiting("Resources"), None, WaitReason::Unschedulable, "", RECHECK),
+        ("for a dependency", waiting("Dependency"), None, WaitReason::SlurmJobPending, "", RECHECK),
+        (
+            "victims leaving",
+            waiting("Resources"),
+            Some(preempting(true)),
+            WaitReason::Unschedulable,
+            "; preempting job 3",
+            RETRY,
+        ),
+        (
+            "nothing to preempt",
+            waiting("Resources"),
+            Some(preempting(false)),
+            WaitReason::Unschedulable,
+            "; preempting job 3",
+            RECHECK,
+        ),
+    ];
+    for (name, job, outcome, reason, preemption, again) in rows {
+        let message = format!("waiting for Slurm: job 7 (PENDING: {}){preemption}", job.state_reason);
+        assert_eq!(
+            waiting_in_slurm(&job, outcome.as_ref()),
+            Plan::wait(reason, message, Again::After(again)),
+            "{name}"
+        );
+    }
+}

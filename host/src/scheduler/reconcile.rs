@@ -1,8 +1,10 @@
 //! One pass over one pod: make Slurm and Kubernetes agree about it, as observe -> decide -> act.
 //!
 //! `observe` gathers the [`Facts`] (the pod, its placeholder jobs from the job cache, what Slurm and
-//! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`], and `act` carries
-//! it out. The pod's placeholder job is the source of truth. No job yet: ask the policy and submit
+//! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`] and [`course`] how,
+//! and `act` carries it out: `executor` takes the writes decided, and submitting or binding, whose
+//! next write depends on what Slurm or the API server answers, decide the rest as they go. The pod's
+//! placeholder job is the source of truth. No job yet: ask the policy and submit
 //! one. Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm
 //! put it. Over: delete the pod. Pod leaving: cancel the job. Everything is re-derived from the pod
 //! and the job cache, so a restart at any point resumes where it stopped.
@@ -13,17 +15,15 @@ use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::conditions::WaitReason;
 use super::context::Context;
-use super::decide::{Facts, Next, decide, describe};
+use super::decide::{Course, Facts, Next, course, decide, waiting_in_slurm};
 use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
 use super::placeholder::Placeholder;
 use super::pod_phase::leaving;
-use super::preemption::TakenBySlurm;
 use super::submit::ExcludedNodes;
-use super::timing::{CONTAINERS_STOPPED_RECHECK, FIRST_LISTING_RECHECK, RECHECK, RETRY, SLURM_PATIENCE, STOP_GRACE};
-use super::{bind, conditions, gang, held, preemption, submit};
+use super::timing::{RECHECK, RETRY, SLURM_PATIENCE, STOP_GRACE};
+use super::{bind, executor, gang, held, preemption, submit};
 use crate::error::Error;
 use crate::slurm::JobState;
 
@@ -96,67 +96,16 @@ fn observe<'a>(
     }
 }
 
-/// Carries a decision out.
+/// Carries a decision out: the executor takes its writes, or the step that decides as it goes does.
 async fn act(pod: &WatchedPod, key: PodKey, next: Next<'_>, ctx: &Context) -> Result<Action, Error> {
-    match next {
-        Next::WaitForSlurm(message) => {
-            conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
-            Ok(Action::requeue(RETRY))
-        }
-        Next::AwaitFirstListing => Ok(Action::requeue(FIRST_LISTING_RECHECK)),
-        Next::AwaitContainersStopped => Ok(Action::requeue(CONTAINERS_STOPPED_RECHECK)),
-        Next::CancelForLeaving { live, why } => {
-            for placeholder in live {
-                gang::keep_members_waiting(ctx.slurm.as_ref(), placeholder).await;
-                cancel(ctx, placeholder, &why).await?;
-                let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());
-                ctx.writer.event(pod, false, "SlurmJobCancelled", "Cancel", note).await;
-            }
-            Ok(Action::await_change())
-        }
-        Next::LookAgainIn(wait) => Ok(Action::requeue(wait)),
-        Next::Submit => submit::submit(pod, key, ctx).await,
-        Next::SubmitGang(group) => gang::submit(pod, &group, ctx).await,
-        Next::Failed(job) => {
-            // The pod stays, Pending, saying why, so nothing is lost and nothing is retried blindly.
-            let message =
-                format!("Slurm job {} failed before it ran; fix the pod's request and recreate it", describe(job));
-            conditions::waiting(ctx, pod, WaitReason::SlurmJobFailed, &message).await?;
-            Ok(Action::await_change())
-        }
-        Next::PreemptedBySlurm { requeued, taken } => preempted_by_slurm(pod, requeued, taken, ctx).await,
-        Next::DeleteEnded(why) => {
-            ctx.writer.event(pod, true, "SlurmJobEnded", "Delete", format!("deleting the pod: {why}")).await;
-            ctx.writer.delete(pod).await?;
-            Ok(Action::await_change())
-        }
-        Next::Replace { placeholder, why } => {
-            let note = format!(
-                "Slurm job {} was given {why}; cancelled it, and a new job will exclude that node",
-                placeholder.job.target()
-            );
-            replace(pod, placeholder, ctx, note).await
-        }
-        Next::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
-        Next::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
-        Next::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
-        Next::Held { placeholder, hold } => {
-            // The job stays: released once its cause is fixed, it runs and the pod is bound.
-            let message = held::message(&placeholder.job, &hold);
-            conditions::failing(ctx, pod, WaitReason::SlurmHeld, &message, "SlurmJobHeld").await?;
-            Ok(Action::requeue(RECHECK))
-        }
-        Next::DeleteRequeued { placeholder, node } => {
-            let note = format!(
-                "deleting the pod: Slurm job {} was requeued and no longer holds node {node}",
-                placeholder.job.target()
-            );
-            ctx.writer.event(pod, true, "SlurmJobRequeued", "Delete", note).await;
-            cancel(ctx, placeholder, "its pod lost its allocation").await?;
-            ctx.writer.delete(pod).await?;
-            Ok(Action::await_change())
-        }
-        Next::Nothing => Ok(Action::await_change()),
+    match course(next) {
+        Course::Plan(plan) => executor::execute(ctx, pod, plan).await,
+        Course::Submit => submit::submit(pod, key, ctx).await,
+        Course::SubmitGang(group) => gang::submit(pod, &group, ctx).await,
+        Course::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
+        Course::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
+        Course::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
+        Course::Replace { placeholder, note } => replace(pod, placeholder, ctx, note).await,
     }
 }
 
@@ -171,9 +120,9 @@ async fn replace(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context, not
 /// A job not yet running: keep its exclusions in step with the pod's placement rules, consider
 /// preemption for it, and say on the pod what it waits for.
 async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
-    let state = placeholder.job.state();
+    let pending = placeholder.job.state() == JobState::Pending;
     // A gang's exclusions are fixed at submission (its members may differ).
-    if state == JobState::Pending
+    if pending
         && !link::is_gang(&placeholder.job)
         && submit::keep_placement(pod, placeholder, ctx).await? == ExcludedNodes::NeedsOwnJob
     {
@@ -185,40 +134,8 @@ async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Contex
         );
         return replace(pod, placeholder, ctx, note).await;
     }
-    let mut message = format!("waiting for Slurm: job {}", describe(&placeholder.job));
-    let mut look_again = RECHECK;
-    if state == JobState::Pending
-        && let Some(outcome) = preemption::consider(pod, placeholder, ctx).await?
-    {
-        message = format!("{message}; {}", outcome.note);
-        if outcome.look_again_soon {
-            look_again = RETRY;
-        }
-    }
-    let reason = conditions::pending_reason(&placeholder.job.state_reason);
-    conditions::waiting(ctx, pod, reason, &message).await?;
-    Ok(Action::requeue(look_again))
-}
-
-/// A bound pod whose placeholder Slurm's own preemption took: deleted with its grace period, with an
-/// Event naming the preempting job (once that job has started, or a few seconds have passed). A
-/// requeued placeholder is cancelled: its pod is gone, and a new pod gets a new job.
-async fn preempted_by_slurm(
-    pod: &WatchedPod,
-    requeued: Option<&Placeholder>,
-    taken: TakenBySlurm,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let note = match taken {
-        TakenBySlurm::Named(note) => note,
-        TakenBySlurm::AwaitPreemptor(wait) => return Ok(Action::requeue(wait)),
-    };
-    ctx.writer.event(pod, true, "SlurmJobPreempted", "Delete", note).await;
-    if let Some(placeholder) = requeued {
-        cancel(ctx, placeholder, "its pod was preempted").await?;
-    }
-    ctx.writer.delete(pod).await?;
-    Ok(Action::await_change())
+    let preemption = if pending { preemption::consider(pod, placeholder, ctx).await? } else { None };
+    executor::execute(ctx, pod, waiting_in_slurm(&placeholder.job, preemption.as_ref())).await
 }
 
 pub fn error_policy(pod: Arc<WatchedPod>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -243,13 +160,6 @@ fn still_running_on_its_node(pod: &WatchedPod) -> bool {
     }
     let statuses = pod.status.as_ref().and_then(|status| status.container_statuses.as_deref()).unwrap_or_default();
     statuses.iter().any(|status| status.state.as_ref().is_none_or(|state| state.terminated.is_none()))
-}
-
-pub(super) async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
-    tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
-    ctx.slurm.cancel(&placeholder.job.target()).await?;
-    ctx.jobs.record_cancelled(&placeholder.job.target(), None);
-    Ok(())
 }
 
 #[cfg(test)]

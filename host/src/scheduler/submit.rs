@@ -1,5 +1,6 @@
-//! A pod's placeholder job: asked of the job-mapper policy, limited by the pod's placement rules,
-//! submitted once, and kept in step with those rules while it waits.
+//! A pod's placeholder job: asked of the job-mapper policy (`mapping`), limited by the pod's placement
+//! rules, submitted once, and kept in step with those rules while it waits. What the pod says when it
+//! cannot be submitted, or its submission failed, is decided here as a [`Plan`] for the executor.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -13,23 +14,22 @@ use super::conditions::WaitReason;
 use super::context::Context;
 use super::fast_path::{self, Allocation};
 use super::link::PodKey;
+use super::mapping::{self, Mapped};
 use super::placeholder::Placeholder;
 use super::placeholder::{self, PlaceholderKind};
 use super::placement::Verdict;
 use super::placement::exclusions;
 use super::placement::placement_checks::Grounds;
 use super::placement::pod_rules::{self, PodPlacement};
+use super::step::{Again, Plan, Step};
 use super::timing::{RECHECK, RETRY, UNREADABLE_RECHECK};
-use super::{bind, conditions, pod_record};
+use super::{bind, executor};
 use crate::error::Error;
 use crate::failpoint;
-use crate::policy::worlds::MapPodInput;
-use crate::policy::{JobRequest, Mapping, PolicyError, Rejection};
-use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError, compress_hostlist};
-use crate::tenancy::{self, NotGranted};
+use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError, Unreadable, compress_hostlist};
 
 pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
-    let mut request = match map(pod, ctx).await? {
+    let mut request = match mapping::map(pod, ctx).await? {
         ControlFlow::Continue(request) => request,
         ControlFlow::Break(action) => return Ok(action),
     };
@@ -61,9 +61,9 @@ pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Acti
             };
             let target = job.target();
             ctx.jobs.record_job(key, job);
-            submitted(pod, &target, ctx).await
+            executor::execute(ctx, pod, submitted(&target)).await
         }
-        Turn::Task(Err(error)) => match not_submitted(pod, &[key], "the job", &error, ctx).await? {
+        Turn::Task(Err(error)) => match after_failure(pod, &[key], "the job", &error, ctx).await? {
             Some(action) => Ok(action),
             None => Err(Error::SharedSlurm(error)),
         },
@@ -96,14 +96,14 @@ async fn submit_alone(
                 ctx.jobs.record_submitted(key, job_id, &request);
                 return Ok(Action::requeue(RETRY));
             }
-            Allocation::InDoubt(error) => return in_doubt(pod, &[key], &error, ctx).await,
+            Allocation::InDoubt(error) => return executor::execute(ctx, pod, in_doubt(&[key], &error)).await,
             Allocation::Refused => {}
         }
     }
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
         Err(error) => {
-            return match not_submitted(pod, &[key], "the job", &error, ctx).await? {
+            return match after_failure(pod, &[key], "the job", &error, ctx).await? {
                 Some(action) => Ok(action),
                 None => Err(error.into()),
             };
@@ -112,15 +112,15 @@ async fn submit_alone(
     ctx.jobs.record_submitted(key, job_id, &description);
     failpoint::hit("after-submit");
     tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
-    submitted(pod, &job_id.to_string(), ctx).await
+    executor::execute(ctx, pod, submitted(&job_id.to_string())).await
 }
 
-/// Says on the pod that its job is queued.
-async fn submitted(pod: &WatchedPod, job: &str, ctx: &Context) -> Result<Action, Error> {
-    ctx.writer.event(pod, false, "SlurmJobSubmitted", "Schedule", format!("submitted as Slurm job {job}")).await;
+/// What the pod says once its job is queued.
+fn submitted(job: &str) -> Plan<'static> {
+    let note = format!("submitted as Slurm job {job}");
+    let event = Step::Event { warning: false, reason: "SlurmJobSubmitted", action: "Schedule", note };
     let message = format!("waiting for Slurm: job {job} submitted");
-    conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
-    Ok(Action::requeue(RECHECK))
+    Plan { steps: vec![event, Step::Wait { reason: WaitReason::Unschedulable, message }], again: Again::After(RECHECK) }
 }
 
 /// What a failed submission means for the pods it was for.
@@ -147,44 +147,46 @@ pub fn failure(error: &SlurmError) -> Option<Failure> {
     }
 }
 
-/// Carries out what a failed submission for the pods of `keys` means (one pod, or every member of a
-/// gang), saying it on `pod`, whose pass submitted; `job` names the job in a refusal. `None` for an
-/// error that is the pass's own.
-pub async fn not_submitted(
+/// What a failed submission for the pods of `keys` (one pod, or every member of a gang) takes; `job`
+/// names the job in a refusal. `None` for an error that is the pass's own.
+pub fn not_submitted<'a>(keys: &'a [PodKey], job: &str, error: &SlurmError) -> Option<Plan<'a>> {
+    Some(match failure(error)? {
+        Failure::NodeVanished => Plan::look_again(Again::After(RETRY)),
+        Failure::InDoubt => in_doubt(keys, error),
+        Failure::Refused => {
+            let message = format!("Slurm refused {job}: {error}");
+            let mut refused = Plan::refused(WaitReason::SlurmRejected, message.clone(), message, Again::After(RECHECK));
+            refused.steps.insert(0, Step::RecordRefusal(keys));
+            refused
+        }
+    })
+}
+
+/// The submission's answer was lost: Slurm may have made the job, so nothing is submitted again for
+/// the pods of `keys` until a listing shows whether it did.
+fn in_doubt<'a>(keys: &'a [PodKey], error: &SlurmError) -> Plan<'a> {
+    let message = format!("{error}; the pod waits for slurmrestd");
+    let mut in_doubt = Plan::wait(WaitReason::SlurmUnreachable, message, Again::After(RETRY));
+    in_doubt.steps.insert(0, Step::RecordInDoubt(keys));
+    in_doubt
+}
+
+/// Carries out [`not_submitted`] on `pod`, whose pass submitted; `None` for an error that is the
+/// pass's own.
+pub async fn after_failure(
     pod: &WatchedPod,
     keys: &[PodKey],
     job: &str,
     error: &SlurmError,
     ctx: &Context,
 ) -> Result<Option<Action>, Error> {
-    match failure(error) {
-        Some(Failure::NodeVanished) => {
-            tracing::debug!(pod = %pod.name_any(), %error, "a node named in the job vanished; trying again");
-            Ok(Some(Action::requeue(RETRY)))
-        }
-        Some(Failure::InDoubt) => in_doubt(pod, keys, error, ctx).await.map(Some),
-        Some(Failure::Refused) => {
-            for key in keys {
-                ctx.jobs.record_refusal(&key.uid);
-            }
-            let message = format!("Slurm refused {job}: {error}");
-            conditions::waiting(ctx, pod, WaitReason::SlurmRejected, &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            Ok(Some(Action::requeue(RECHECK)))
-        }
-        None => Ok(None),
+    let Some(plan) = not_submitted(keys, job, error) else {
+        return Ok(None);
+    };
+    if failure(error) == Some(Failure::NodeVanished) {
+        tracing::debug!(pod = %pod.name_any(), %error, "a node named in the job vanished; trying again");
     }
-}
-
-/// The submission's answer was lost: Slurm may have made the job, so nothing is submitted again for
-/// the pods of `keys` until a listing shows whether it did.
-async fn in_doubt(pod: &WatchedPod, keys: &[PodKey], error: &SlurmError, ctx: &Context) -> Result<Action, Error> {
-    for key in keys {
-        ctx.jobs.record_in_doubt(&key.uid);
-    }
-    let message = format!("{error}; the pod waits for slurmrestd");
-    conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
-    Ok(Action::requeue(RETRY))
+    executor::execute(ctx, pod, plan).await.map(Some)
 }
 
 /// What became of a pending job's excluded nodes.
@@ -211,7 +213,7 @@ pub async fn keep_placement(
         return Ok(ExcludedNodes::Kept);
     }
     // The policy's own exclusions are asked again: they are part of what the job must carry.
-    let Ok(Mapped::Job(request)) = decide(pod, ctx).await else {
+    let Ok(Mapped::Job(request)) = mapping::ask(pod, ctx).await else {
         return Ok(ExcludedNodes::Kept);
     };
     let Ok(verdict) = ctx.placement.verdict(pod_spec(pod)) else {
@@ -249,82 +251,31 @@ pub async fn keep_placement(
     Ok(ExcludedNodes::Kept)
 }
 
-/// What the job-mapper policy and the namespace's grant make of a pod.
-enum Mapped {
-    Job(Box<JobRequest>),
-    /// The policy refused the pod.
-    Rejected(Rejection),
-    /// The policy asked for more than the pod's namespace is granted.
-    NotGranted(NotGranted),
-    /// Which grant the namespace gets depends on labels not known yet.
-    GrantUnknown,
-}
-
-/// The job request, or what to do when there is none.
-pub async fn map(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, JobRequest>, Error> {
-    let refused = |reason, message: String| async move {
-        conditions::waiting(ctx, pod, reason, &message).await?;
-        ctx.writer.event(pod, true, "FailedScheduling", "Schedule", format!("not submitted to Slurm: {message}")).await;
-        Ok::<_, Error>(ControlFlow::Break(Action::await_change()))
-    };
-    match decide(pod, ctx).await {
-        Ok(Mapped::Job(request)) => Ok(ControlFlow::Continue(*request)),
-        Ok(Mapped::Rejected(rejection)) => {
-            refused(WaitReason::PolicyRejected, format!("{}: {}", rejection.field, rejection.message)).await
-        }
-        Ok(Mapped::NotGranted(beyond)) => refused(WaitReason::NotGranted, beyond.to_string()).await,
-        Ok(Mapped::GrantUnknown) => {
-            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-            let message = format!("namespace {namespace} is not listed yet: its labels choose its grant");
-            conditions::waiting(ctx, pod, WaitReason::GrantUnknown, &message).await?;
-            // The watch of namespaces lists it in a moment (or keeps failing, and this says so).
-            Ok(ControlFlow::Break(Action::requeue(RETRY)))
-        }
-        Err(error) => {
-            let message = format!("the job-mapper policy failed: {error}");
-            conditions::waiting(ctx, pod, WaitReason::PolicyFailed, &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
-        }
-    }
-}
-
-async fn decide(pod: &WatchedPod, ctx: &Context) -> Result<Mapped, PolicyError> {
-    let input = MapPodInput { pod: pod_record::pod_record(pod), cluster: ctx.cluster.clone() };
-    let mapping = crate::decisions::off_io(|| ctx.policies.job_mapper.decide(&input)).await?;
-    Ok(match mapping {
-        Mapping::Reject(rejection) => Mapped::Rejected(rejection),
-        Mapping::Job(request) if ctx.grants.trust_annotations() => Mapped::Job(Box::new(request)),
-        Mapping::Job(request) => match ctx.grants.of(&input.pod.namespace) {
-            None => Mapped::GrantUnknown,
-            Some(grant) => match tenancy::enforce(request, &input.pod, &input.cluster, grant) {
-                Ok(request) => Mapped::Job(Box::new(request)),
-                Err(beyond) => Mapped::NotGranted(beyond),
-            },
-        },
-    })
-}
-
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).
 async fn placement(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, Arc<Verdict>>, Error> {
     let verdict = ctx.placement.verdict(pod_spec(pod)).map(|verdict| pod_rules::apply(verdict, pod, ctx));
+    match placed(verdict) {
+        Ok(verdict) => Ok(ControlFlow::Continue(verdict)),
+        Err(plan) => Ok(ControlFlow::Break(executor::execute(ctx, pod, plan).await?)),
+    }
+}
+
+/// The nodes the pod may use, or what it says when there are none.
+fn placed(verdict: Result<PodPlacement, Unreadable>) -> Result<Arc<Verdict>, Plan<'static>> {
     match verdict {
-        Ok(PodPlacement::Verdict(verdict)) if !verdict.eligible.is_empty() => Ok(ControlFlow::Continue(verdict)),
+        Ok(PodPlacement::Verdict(verdict)) if !verdict.eligible.is_empty() => Ok(verdict),
         Ok(PodPlacement::Verdict(verdict)) => {
             let message = verdict.nothing_fits();
-            conditions::waiting(ctx, pod, WaitReason::Unschedulable, &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
+            Err(Plan::refused(WaitReason::Unschedulable, message.clone(), message, Again::After(RECHECK)))
         }
         // A claim bound meanwhile brings the pod back at once (`volume_stores`).
         Ok(PodPlacement::Waits(reason, message)) => {
-            conditions::failing(ctx, pod, reason, &message, "FailedScheduling").await?;
-            Ok(ControlFlow::Break(Action::requeue(RECHECK)))
+            let failing = Step::Failing { reason, message, event: "FailedScheduling" };
+            Err(Plan { steps: vec![failing], again: Again::After(RECHECK) })
         }
         Err(unreadable) => {
             let message = format!("cannot read Slurm's nodes ({unreadable}); the pod waits for slurmrestd");
-            conditions::waiting(ctx, pod, WaitReason::SlurmUnreachable, &message).await?;
-            Ok(ControlFlow::Break(Action::requeue(UNREADABLE_RECHECK)))
+            Err(Plan::wait(WaitReason::SlurmUnreachable, message, Again::After(UNREADABLE_RECHECK)))
         }
     }
 }
@@ -336,6 +287,7 @@ pub(super) fn pod_spec(pod: &WatchedPod) -> &PodNeeds {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
     use std::time::Duration;
 
     use super::*;
@@ -363,5 +315,57 @@ mod tests {
         for (name, error, expected) in rows {
             assert_eq!(failure(&error), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn a_gang_and_a_pod_fail_alike_every_member_remembered() {
+        let key = |name: &str| PodKey { namespace: "ml".into(), name: name.into(), uid: format!("uid-{name}") };
+        let members = [key("a"), key("b")];
+        let job = "pod group g's job";
+        let vanished = not_submitted(&members, job, &answered(2018));
+        assert_eq!(vanished, Some(Plan::look_again(Again::After(RETRY))), "a vanished node: soon again");
+
+        let lost = SlurmError::NoAnswer("job submission", Duration::from_secs(5));
+        let message = format!("{lost}; the pod waits for slurmrestd");
+        let in_doubt = Plan {
+            steps: vec![Step::RecordInDoubt(&members), Step::Wait { reason: WaitReason::SlurmUnreachable, message }],
+            again: Again::After(RETRY),
+        };
+        assert_eq!(not_submitted(&members, job, &lost), Some(in_doubt), "a lost answer: every member waits");
+
+        let refusal = answered(2050);
+        let message = format!("Slurm refused pod group g's job: {refusal}");
+        let refused = Plan {
+            steps: vec![
+                Step::RecordRefusal(&members),
+                Step::Wait { reason: WaitReason::SlurmRejected, message: message.clone() },
+                Step::Event { warning: true, reason: "FailedScheduling", action: "Schedule", note: message },
+            ],
+            again: Again::After(RECHECK),
+        };
+        assert_eq!(not_submitted(&members, job, &refusal), Some(refused), "a refusal: no member tries again at once");
+        assert_eq!(not_submitted(&members, job, &SlurmError::Withheld("not the leader")), None);
+    }
+
+    #[test]
+    fn a_pod_with_nowhere_to_go_says_why() {
+        let nothing_fits = Verdict {
+            excluded: BTreeMap::from([("s1".to_string(), "tainted".to_string())]),
+            eligible: BTreeSet::new(),
+        };
+        let message = nothing_fits.nothing_fits();
+        assert_eq!(
+            placed(Ok(PodPlacement::Verdict(Arc::new(nothing_fits)))).err(),
+            Some(Plan::refused(WaitReason::Unschedulable, message.clone(), message, Again::After(RECHECK)))
+        );
+        let waits = PodPlacement::Waits(WaitReason::VolumeNotReady, "waiting for a volume".into());
+        let failing = Step::Failing {
+            reason: WaitReason::VolumeNotReady,
+            message: "waiting for a volume".into(),
+            event: "FailedScheduling",
+        };
+        assert_eq!(placed(Ok(waits)).err(), Some(Plan { steps: vec![failing], again: Again::After(RECHECK) }));
+        let fits = Verdict { excluded: BTreeMap::new(), eligible: BTreeSet::from(["s1".to_string()]) };
+        assert!(placed(Ok(PodPlacement::Verdict(Arc::new(fits)))).is_ok());
     }
 }

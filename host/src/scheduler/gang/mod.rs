@@ -34,8 +34,9 @@ use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::placement::exclusions;
 use super::placement::pod_rules::{self, PodPlacement};
+use super::step::{Again, Plan};
 use super::timing::{RECHECK, RETRY};
-use super::{conditions, pod_lookup, submit};
+use super::{executor, mapping, pod_lookup, submit};
 use crate::error::Error;
 use crate::slurm::expand_hostlist;
 
@@ -62,9 +63,8 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
     let size = match group::size(&ctx.client, pod, group).await {
         Ok(size) => size as usize,
         Err(message) => {
-            conditions::waiting(ctx, pod, WaitReason::GroupInvalid, &message).await?;
-            ctx.writer.event(pod, true, "FailedScheduling", "Schedule", message).await;
-            return Ok(Action::await_change());
+            let plan = Plan::refused(WaitReason::GroupInvalid, message.clone(), message, Again::OnChange);
+            return executor::execute(ctx, pod, plan).await;
         }
     };
     let lock = ctx.gang_locks.of(&namespace, &group.name);
@@ -81,8 +81,8 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
         }
         Membership::NoPlace => {
             let message = format!("pod group {} already has its {size} pods; this one waits for a place", group.name);
-            conditions::waiting(ctx, pod, WaitReason::GroupFull, &message).await?;
-            return Ok(Action::requeue(RECHECK));
+            return executor::execute(ctx, pod, Plan::wait(WaitReason::GroupFull, message, Again::After(RECHECK)))
+                .await;
         }
         Membership::Submitted => return Ok(Action::requeue(RETRY)),
         Membership::Complete(chosen) => chosen,
@@ -91,7 +91,7 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
     // Every member mapped: a member the policy refuses says why on its own condition.
     let mut requests = Vec::with_capacity(chosen.len());
     for member in chosen {
-        match submit::map(member, ctx).await? {
+        match mapping::map(member, ctx).await? {
             ControlFlow::Continue(request) => requests.push((member.name_any(), request)),
             ControlFlow::Break(action) => return Ok(action),
         }
@@ -152,7 +152,7 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
         Ok(job_id) => job_id,
         Err(error) => {
             let job = format!("pod group {}'s job", group.name);
-            return match submit::not_submitted(pod, &keys, &job, &error, ctx).await? {
+            return match submit::after_failure(pod, &keys, &job, &error, ctx).await? {
                 Some(action) => Ok(action),
                 None => Err(error.into()),
             };
@@ -196,8 +196,8 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
             uids.len(),
             link.group
         );
-        conditions::waiting(ctx, pod, WaitReason::SlurmNodeUnknown, &message).await?;
-        return Ok(Action::requeue(RETRY));
+        return executor::execute(ctx, pod, Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY)))
+            .await;
     };
     let on_one_node = Placeholder {
         pod: placeholder.pod.clone(),
@@ -249,13 +249,13 @@ async fn group_waits(
     reason: WaitReason,
     message: String,
 ) -> Result<Action, Error> {
-    conditions::waiting(ctx, pod, reason, &message).await?;
+    let action = executor::execute(ctx, pod, Plan::wait(reason, message.clone(), Again::After(RECHECK))).await?;
     if record_wait(last_wait, reason, message) {
         for member in members.iter().filter(|member| member.uid() != pod.uid()) {
             let _ = ctx.decide_again.unbounded_send(ObjectRef::from_obj(member.as_ref()));
         }
     }
-    Ok(Action::requeue(RECHECK))
+    Ok(action)
 }
 
 /// Records what the group waits for now; true when that is news, so every other member must decide

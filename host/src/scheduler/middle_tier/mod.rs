@@ -32,7 +32,7 @@ use super::placeholder::{self, PlaceholderKind};
 use super::placement::volume_stores::VolumeStores;
 use super::timing::RECHECK;
 use super::watched_pod::WatchedPod;
-use super::{Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, preemption, reconcile, submit};
+use super::{Placeholders, Placement, SchedulerMetrics, SlurmdPods, batch, gang, mapping, preemption, reconcile};
 use crate::kube::PodWriter;
 use crate::kube::fake_api::FakeApi;
 use crate::nodeset::SlurmNodeOwner;
@@ -292,7 +292,7 @@ impl World {
         for name in names {
             let pod = WatchedPod::from(&self.pod(name).expect("a created pod"));
             let key = PodKey { namespace: NAMESPACE.into(), name: name.to_string(), uid: format!("uid-{name}") };
-            let Ok(ControlFlow::Continue(request)) = submit::map(&pod, &self.ctx).await else {
+            let Ok(ControlFlow::Continue(request)) = mapping::map(&pod, &self.ctx).await else {
                 panic!("pod {name} is not mapped to a job");
             };
             let installation = &self.ctx.installation;

@@ -1,0 +1,55 @@
+//! Carries out a pass's [`Plan`]: its steps in order, then when to look at the pod again. The first
+//! step that fails ends the pass with its error, and the pass is retried; every step may be taken
+//! again (a job already cancelled, a pod already deleted, a condition already said), so a retry or a
+//! restart repeats nothing harmful.
+
+use kube::runtime::controller::Action;
+
+use super::conditions::{WaitReason, says_already};
+use super::context::Context;
+use super::gang;
+use super::placeholder::Placeholder;
+use super::step::{Plan, Step};
+use super::watched_pod::WatchedPod;
+use crate::error::Error;
+
+pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Action, Error> {
+    for step in plan.steps {
+        take(ctx, pod, step).await?;
+    }
+    Ok(plan.again.action())
+}
+
+async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Error> {
+    match step {
+        Step::Wait { reason, message } => waiting(ctx, pod, reason, &message).await?,
+        Step::Failing { reason, message, event } => {
+            let news = !says_already(pod.condition("PodScheduled"), reason, &message);
+            waiting(ctx, pod, reason, &message).await?;
+            if news {
+                ctx.writer.event(pod, true, event, "Schedule", message).await;
+            }
+        }
+        Step::Event { warning, reason, action, note } => ctx.writer.event(pod, warning, reason, action, note).await,
+        Step::KeepMembersWaiting(placeholder) => gang::keep_members_waiting(ctx.slurm.as_ref(), placeholder).await,
+        Step::Cancel { placeholder, why } => cancel(ctx, placeholder, &why).await?,
+        Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
+        Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
+        Step::DeletePod => ctx.writer.delete(pod).await?,
+    }
+    Ok(())
+}
+
+/// Says on the pod why it is not scheduled, and counts the attempt.
+async fn waiting(ctx: &Context, pod: &WatchedPod, reason: WaitReason, message: &str) -> kube::Result<()> {
+    ctx.metrics.attempt(reason.attempt_result());
+    let current = pod.condition("PodScheduled");
+    ctx.writer.set_scheduled_condition(pod, current, false, reason.condition_reason(), message).await
+}
+
+async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(), Error> {
+    tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
+    ctx.slurm.cancel(&placeholder.job.target()).await?;
+    ctx.jobs.record_cancelled(&placeholder.job.target(), None);
+    Ok(())
+}

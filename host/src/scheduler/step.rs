@@ -1,0 +1,80 @@
+//! The writes a pass decides on, as values: what is said on the pod, what Slurm and the host's memory
+//! are told, and when the pod is looked at again. Pure functions return a [`Plan`]; only `executor`
+//! carries one out, so every decision can be checked in a table test without a cluster.
+//!
+//! A plan's steps are taken in order and the first that fails ends the pass (the pass is retried):
+//! a pod is deleted only after its job was cancelled, and a wait is said before its Event.
+
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+
+use super::conditions::WaitReason;
+use super::link::PodKey;
+use super::placeholder::Placeholder;
+
+/// One write of a pass.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step<'a> {
+    /// Say on the pod's `PodScheduled` condition why it is not scheduled (the attempt is counted).
+    Wait { reason: WaitReason, message: String },
+    /// [`Step::Wait`], with a Warning Event `event` saying the same when the condition said
+    /// something else: a pod looked at again every minute is not told again.
+    Failing { reason: WaitReason, message: String, event: &'static str },
+    /// An Event on the pod.
+    Event { warning: bool, reason: &'static str, action: &'static str, note: String },
+    /// Before a gang's job is cancelled for a member that leaves: a job that does not run yet is
+    /// marked replaced, so the other members wait for a new one.
+    KeepMembersWaiting(&'a Placeholder),
+    /// Cancel the pod's job, saying why in the log.
+    Cancel { placeholder: &'a Placeholder, why: String },
+    /// Remember that Slurm refused a submission for these pods: not submitted again at once.
+    RecordRefusal(&'a [PodKey]),
+    /// Remember that a submission for these pods got no answer: nothing is submitted for them until a
+    /// listing shows whether Slurm made the job.
+    RecordInDoubt(&'a [PodKey]),
+    /// Delete the pod.
+    DeletePod,
+}
+
+/// When the pod is looked at again, unless something changes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Again {
+    After(Duration),
+    /// Only when something changes (the pod, its jobs, a Node).
+    OnChange,
+}
+
+impl Again {
+    pub fn action(self) -> Action {
+        match self {
+            Again::After(wait) => Action::requeue(wait),
+            Again::OnChange => Action::await_change(),
+        }
+    }
+}
+
+/// The writes of a pass, in order, and when it looks again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan<'a> {
+    pub steps: Vec<Step<'a>>,
+    pub again: Again,
+}
+
+impl<'a> Plan<'a> {
+    /// Nothing written: only looked at again.
+    pub fn look_again(again: Again) -> Self {
+        Self { steps: Vec::new(), again }
+    }
+
+    /// The pod says it waits for `reason`, and is looked at again.
+    pub fn wait(reason: WaitReason, message: impl Into<String>, again: Again) -> Self {
+        Self { steps: vec![Step::Wait { reason, message: message.into() }], again }
+    }
+
+    /// [`Plan::wait`], with a Warning Event `FailedScheduling` whose note is `note`.
+    pub fn refused(reason: WaitReason, message: impl Into<String>, note: impl Into<String>, again: Again) -> Self {
+        let event = Step::Event { warning: true, reason: "FailedScheduling", action: "Schedule", note: note.into() };
+        Self { steps: vec![Step::Wait { reason, message: message.into() }, event], again }
+    }
+}
