@@ -11,7 +11,7 @@ use super::conditions::WaitReason;
 use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
-use super::step::{Again, Plan};
+use super::step::{Again, Plan, Step};
 use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
 use super::{executor, node_room};
 use crate::error::Error;
@@ -109,41 +109,74 @@ pub enum Replaced {
     SubmitNow,
 }
 
+/// Binds the pod where its job runs, once the Node can take it.
 pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
-    let slurm_node = placeholder.job.nodes.as_str();
-    let Some(node) = ctx.slurmd.kube_node_of(slurm_node) else {
-        let message = format!(
-            "Slurm job {} runs on {slurm_node}, but no bound slurmd pod is labelled with that node",
-            placeholder.job.target()
-        );
-        return executor::execute(ctx, pod, Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY)))
-            .await;
-    };
+    let node = ctx.slurmd.kube_node_of(&placeholder.job.nodes);
     let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
-    let leaving = if may_wait { room_held(pod, &node, ctx).await } else { None };
+    let leaving = match &node {
+        Some(node) if may_wait => room_held(pod, node, ctx).await,
+        _ => None,
+    };
+    executor::execute(ctx, pod, binding(placeholder, node, leaving)).await
+}
+
+/// The binding of a pod whose job runs: to `node`, the Kubernetes Node hosting the slurmd of the
+/// job's Slurm node (`None`: no slurmd pod is known to), unless pod `leaving` still holds its room.
+fn binding(placeholder: &Placeholder, node: Option<String>, leaving: Option<String>) -> Plan<'static> {
+    let (slurm_node, job) = (placeholder.job.nodes.as_str(), placeholder.job.target());
+    let Some(node) = node else {
+        let message =
+            format!("Slurm job {job} runs on {slurm_node}, but no bound slurmd pod is labelled with that node");
+        return Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY));
+    };
     if let Some(leaving) = leaving {
         let message = format!(
-            "Slurm job {} runs on {slurm_node}; Node {node} has no room for the pod until pod {leaving}, which is leaving it, is gone",
-            placeholder.job.target()
+            "Slurm job {job} runs on {slurm_node}; Node {node} has no room for the pod until pod {leaving}, which is leaving it, is gone"
         );
-        let plan = Plan::wait(WaitReason::PreviousPodLeaving, message, Again::After(ROOM_RECHECK));
-        return executor::execute(ctx, pod, plan).await;
+        return Plan::wait(WaitReason::PreviousPodLeaving, message, Again::After(ROOM_RECHECK));
     }
-    if !ctx.writer.bind(pod, &node).await? {
-        // Bound by an earlier pass; the watch brings the bound pod next.
-        return Ok(Action::await_change());
+    let (namespace, name) = (&placeholder.pod.namespace, &placeholder.pod.name);
+    let note = format!("Successfully assigned {namespace}/{name} to {node} (Slurm job {job} on {slurm_node})");
+    Plan { steps: vec![Step::Bind { node, note }], again: Again::OnChange }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::link::PodKey;
+
+    #[test]
+    fn a_running_job_binds_its_pod_unless_the_node_cannot_take_it() {
+        let pod = PodKey { namespace: "ml".into(), name: "p".into(), uid: "u".into() };
+        let job = Job { job_id: 7, job_state: vec!["RUNNING".into()], nodes: "s1".into(), ..Default::default() };
+        let placeholder = Placeholder { pod, job };
+        let node = || Some("k1".to_string());
+        let unhosted = "Slurm job 7 runs on s1, but no bound slurmd pod is labelled with that node";
+        let held =
+            "Slurm job 7 runs on s1; Node k1 has no room for the pod until pod old, which is leaving it, is gone";
+        let bound = "Successfully assigned ml/p to k1 (Slurm job 7 on s1)";
+        let rows = [
+            (
+                "no slurmd pod hosts its node: soon again",
+                None,
+                None,
+                Plan::wait(WaitReason::SlurmNodeUnknown, unhosted, Again::After(RETRY)),
+            ),
+            (
+                "a leaving pod holds its room",
+                node(),
+                Some("old".to_string()),
+                Plan::wait(WaitReason::PreviousPodLeaving, held, Again::After(ROOM_RECHECK)),
+            ),
+            (
+                "bound",
+                node(),
+                None,
+                Plan { steps: vec![Step::Bind { node: "k1".into(), note: bound.into() }], again: Again::OnChange },
+            ),
+        ];
+        for (name, node, leaving, expected) in rows {
+            assert_eq!(binding(&placeholder, node, leaving), expected, "{name}");
+        }
     }
-    if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
-        let waited = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
-        ctx.metrics.bound(waited.as_secs_f64());
-    }
-    let note = format!(
-        "Successfully assigned {}/{} to {node} (Slurm job {} on {slurm_node})",
-        placeholder.pod.namespace,
-        placeholder.pod.name,
-        placeholder.job.target()
-    );
-    tracing::info!("{note}");
-    ctx.writer.event(pod, false, "Scheduled", "Bind", note).await;
-    Ok(Action::await_change())
 }

@@ -35,8 +35,23 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
         Step::Cancel { placeholder, why } => cancel(ctx, placeholder, &why).await?,
         Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
+        Step::Bind { node, note } => bind(ctx, pod, &node, note).await?,
         Step::DeletePod => ctx.writer.delete(pod).await?,
     }
+    Ok(())
+}
+
+async fn bind(ctx: &Context, pod: &WatchedPod, node: &str, note: String) -> Result<(), Error> {
+    // Bound by an earlier pass: the watch brings the bound pod next.
+    if !ctx.writer.bind(pod, node).await? {
+        return Ok(());
+    }
+    if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
+        let waited = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
+        ctx.metrics.bound(waited.as_secs_f64());
+    }
+    tracing::info!("{note}");
+    ctx.writer.event(pod, false, "Scheduled", "Bind", note).await;
     Ok(())
 }
 

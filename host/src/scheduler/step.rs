@@ -33,6 +33,9 @@ pub enum Step<'a> {
     /// Remember that a submission for these pods got no answer: nothing is submitted for them until a
     /// listing shows whether Slurm made the job.
     RecordInDoubt(&'a [PodKey]),
+    /// Bind the pod to Kubernetes Node `node`; once it is bound (not by an earlier pass), the time it
+    /// waited is counted and its Event says `note`.
+    Bind { node: String, note: String },
     /// Delete the pod.
     DeletePod,
 }
