@@ -15,7 +15,7 @@ use super::step::{Again, Plan, Step};
 use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
 use super::{executor, node_room};
 use crate::error::Error;
-use crate::slurm::{Job, JobUpdate, expand_hostlist};
+use crate::slurm::{Job, expand_hostlist};
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
 pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
@@ -50,32 +50,13 @@ pub async fn replace(
     ctx: &Context,
     note: String,
 ) -> Result<Replaced, Error> {
-    let marked = cancel_as_replaced(placeholder, ctx).await?;
+    let marked = executor::cancel_as_replaced(ctx, placeholder).await?;
     tracing::info!(pod = %placeholder.pod.name, "{note}");
     ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
     if marked || link::is_gang(&placeholder.job) {
         return Ok(Replaced::LookAgain(Action::requeue(RETRY)));
     }
     Ok(Replaced::SubmitNow)
-}
-
-/// Marks a placeholder as replaced, then cancels it: a job so cancelled never ends its pod. Returns
-/// whether it could be marked (see [`replace`] for when it cannot).
-pub async fn cancel_as_replaced(placeholder: &Placeholder, ctx: &Context) -> Result<bool, Error> {
-    let job_id = placeholder.job.target();
-    let marked_comment = link::replaced(&placeholder.job.admin_comment);
-    let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
-    let marked = match placeholder.job.update_id() {
-        Some(own_id) => match ctx.slurm.update_job(&own_id, &mark).await {
-            Ok(()) => true,
-            Err(error) if error.names_a_vanished_node() => false,
-            Err(error) => return Err(error.into()),
-        },
-        None => false,
-    };
-    ctx.slurm.cancel(&job_id).await?;
-    ctx.jobs.record_cancelled(&job_id, marked.then_some(marked_comment.as_str()));
-    Ok(marked)
 }
 
 /// The pod leaving `node` whose requests leave no room there for `pod` yet, if one does. Only when

@@ -8,16 +8,24 @@ use kube::runtime::controller::Action;
 use super::conditions::{WaitReason, says_already};
 use super::context::Context;
 use super::gang;
+use super::link;
 use super::placeholder::Placeholder;
 use super::step::{Plan, Step};
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
+use crate::slurm::JobUpdate;
 
 pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Action, Error> {
-    for step in plan.steps {
+    take_all(ctx, pod, plan.steps).await?;
+    Ok(plan.again.action())
+}
+
+/// Takes `steps` in order, the first that fails ending the pass.
+pub async fn take_all(ctx: &Context, pod: &WatchedPod, steps: Vec<Step<'_>>) -> Result<(), Error> {
+    for step in steps {
         take(ctx, pod, step).await?;
     }
-    Ok(plan.again.action())
+    Ok(())
 }
 
 async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Error> {
@@ -33,6 +41,10 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
         Step::Event { warning, reason, action, note } => ctx.writer.event(pod, warning, reason, action, note).await,
         Step::KeepMembersWaiting(placeholder) => gang::keep_members_waiting(ctx.slurm.as_ref(), placeholder).await,
         Step::Cancel { placeholder, why } => cancel(ctx, placeholder, &why).await?,
+        Step::CancelAsReplaced { placeholder, why } => {
+            tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
+            cancel_as_replaced(ctx, placeholder).await?;
+        }
         Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
         Step::Bind { node, note } => bind(ctx, pod, &node, note).await?,
@@ -67,4 +79,23 @@ async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(
     ctx.slurm.cancel(&placeholder.job.target()).await?;
     ctx.jobs.record_cancelled(&placeholder.job.target(), None);
     Ok(())
+}
+
+/// Marks a placeholder as replaced, then cancels it: a job so cancelled never ends its pod. Returns
+/// whether it could be marked (see [`super::bind::replace`] for when it cannot).
+pub async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Result<bool, Error> {
+    let job_id = placeholder.job.target();
+    let marked_comment = link::replaced(&placeholder.job.admin_comment);
+    let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
+    let marked = match placeholder.job.update_id() {
+        Some(own_id) => match ctx.slurm.update_job(&own_id, &mark).await {
+            Ok(()) => true,
+            Err(error) if error.names_a_vanished_node() => false,
+            Err(error) => return Err(error.into()),
+        },
+        None => false,
+    };
+    ctx.slurm.cancel(&job_id).await?;
+    ctx.jobs.record_cancelled(&job_id, marked.then_some(marked_comment.as_str()));
+    Ok(marked)
 }

@@ -21,6 +21,7 @@ use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
 use super::placeholder::Placeholder;
 use super::pod_phase::leaving;
+use super::step::Step;
 use super::submit::ExcludedNodes;
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE, STOP_GRACE};
 use super::{bind, executor, gang, held, preemption, submit};
@@ -47,12 +48,12 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
         ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_refused_attempt(&p.job)).collect();
     let facts = observe(&pod, &key, &live, &ended, bound_to.as_deref(), &ctx);
     let decision = decide(&facts);
-    for duplicate in decision.duplicates {
-        // Marked as replaced first: should the kept job be gone by the next listing, the duplicate's
-        // end must not read as the end of the pod.
-        tracing::info!(job = %duplicate.job.target(), pod = %key.name, "cancelling placeholder: a duplicate placeholder for the same pod");
-        bind::cancel_as_replaced(duplicate, &ctx).await?;
-    }
+    // Marked as replaced first: should the kept job be gone by the next listing, the duplicate's end
+    // must not read as the end of the pod.
+    let why = "a duplicate placeholder for the same pod";
+    let duplicates: Vec<Step> =
+        decision.duplicates.iter().map(|placeholder| Step::CancelAsReplaced { placeholder, why }).collect();
+    executor::take_all(&ctx, &pod, duplicates).await?;
     act(&pod, key, decision.next, &ctx).await
 }
 

@@ -28,6 +28,9 @@ pub enum Step<'a> {
     KeepMembersWaiting(&'a Placeholder),
     /// Cancel the pod's job, saying why in the log.
     Cancel { placeholder: &'a Placeholder, why: String },
+    /// Mark the job replaced, then cancel it, saying why in the log: a job so cancelled never ends
+    /// its pod.
+    CancelAsReplaced { placeholder: &'a Placeholder, why: &'static str },
     /// Remember that Slurm refused a submission for these pods: not submitted again at once.
     RecordRefusal(&'a [PodKey]),
     /// Remember that a submission for these pods got no answer: nothing is submitted for them until a
