@@ -10,6 +10,7 @@
 
 mod assign;
 mod group;
+mod job;
 mod membership;
 mod shape;
 
@@ -23,16 +24,15 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 pub use group::{Group, group_of};
+use job::GangJob;
 use membership::{Membership, membership};
 use shape::{GangShape, gang_shape};
 
 use super::conditions::WaitReason;
 use super::context::Context;
 use super::link::{self, GangLink, PodKey};
-use super::placeholder;
 use super::placeholder::Placeholder;
 use super::placement::Verdict;
-use super::placement::exclusions;
 use super::placement::pod_rules::{self, PodPlacement};
 use super::step::{Again, Plan};
 use super::timing::{RECHECK, RETRY};
@@ -115,39 +115,12 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
         }
         None => return Ok(Action::requeue(RETRY)),
     };
-    // Slurm fails a job asking for more nodes than it may use: wait, unsubmitted, for nodes (an
-    // autoscaler adding Nodes, a NodeSet turning them into Slurm nodes, brings the group back).
-    if verdict.eligible.len() < size {
-        let mut message = format!(
-            "pod group {} needs {size} Slurm nodes, one per pod, and {} of the cluster's {} may take its pods",
-            group.name,
-            verdict.eligible.len(),
-            verdict.eligible.len() + verdict.excluded.len()
-        );
-        if !verdict.excluded.is_empty() {
-            message = format!("{message}: {}", verdict.why_excluded());
-        }
+    if let Some(message) = job::short_of_nodes(&group.name, size, &verdict) {
         return group_waits(ctx, pod, chosen, &mut last_wait, WaitReason::Unschedulable, message).await;
     }
     *last_wait = None;
-    let link = GangLink::new(&namespace, &group.name, keys.clone());
-    let mut description = placeholder::job_description(
-        &keys[0],
-        {
-            let mut request = request;
-            request.excluded_nodes = exclusions::for_job(&request.excluded_nodes, &verdict);
-            request
-        },
-        ctx.placeholder_kind(),
-        &ctx.installation,
-    );
-    description.name = format!("{namespace}/{}", group.name);
-    description.admin_comment = Some(ctx.installation.sign(link.render()));
-    let nodes = u32::try_from(size).unwrap_or(u32::MAX);
-    description.minimum_nodes = Some(nodes);
-    description.maximum_nodes = Some(nodes);
-    description.tasks = Some(nodes);
-    description.tasks_per_node = Some(1);
+    let gang_job = GangJob { namespace: &namespace, group: &group.name, members: &keys, request, verdict: &verdict };
+    let description = job::description(gang_job, ctx.placeholder_kind(), &ctx.installation);
     let job_id = match ctx.slurm.submit(&description).await {
         Ok(job_id) => job_id,
         Err(error) => {
