@@ -52,7 +52,8 @@ pub async fn replace(
 ) -> Result<Replaced, Error> {
     let marked = executor::cancel_as_replaced(ctx, placeholder).await?;
     tracing::info!(pod = %placeholder.pod.name, "{note}");
-    ctx.writer.event(pod, true, "SlurmJobReplaced", "Schedule", note).await;
+    let replaced = Step::Event { warning: true, reason: "SlurmJobReplaced", action: "Schedule", note };
+    executor::take_all(ctx, pod, vec![replaced]).await?;
     if marked || link::is_gang(&placeholder.job) {
         return Ok(Replaced::LookAgain(Action::requeue(RETRY)));
     }

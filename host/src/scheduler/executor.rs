@@ -1,7 +1,13 @@
 //! Carries out a pass's [`Plan`]: its steps in order, then when to look at the pod again. The first
-//! step that fails ends the pass with its error, and the pass is retried; every step may be taken
-//! again (a job already cancelled, a pod already deleted, a condition already said), so a retry or a
-//! restart repeats nothing harmful.
+//! step that fails ends the pass with its error and the controller retries it; the retry observes and
+//! decides afresh, so a step already taken (the job cancelled, the condition said) is not taken again
+//! blindly.
+//!
+//! The pod's condition, its Events, its binding and deletion, and the cancelling of its jobs are
+//! written here. Still written where they are decided, because what Slurm answers chooses the next
+//! step: the submissions themselves and their Events (`submit`, `gang`, which tells every member), a
+//! waiting job's excluded nodes (`submit::keep_placement`) and preemption's evictions and
+//! cancellations (`preemption::execute`).
 
 use kube::runtime::controller::Action;
 
@@ -15,6 +21,7 @@ use super::watched_pod::WatchedPod;
 use crate::error::Error;
 use crate::slurm::JobUpdate;
 
+/// Takes the plan's steps, and says when to look again.
 pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Action, Error> {
     take_all(ctx, pod, plan.steps).await?;
     Ok(plan.again.action())
