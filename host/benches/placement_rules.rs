@@ -13,7 +13,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 use sunk::latency::Latencies;
-use sunk::scheduler::shared_neighbourhood::bench::Cluster;
+use sunk::scheduler::placement_bench::Cluster;
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
 const ZONE: &str = "topology.kubernetes.io/zone";

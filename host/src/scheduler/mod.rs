@@ -54,7 +54,8 @@ pub(crate) use node_room::is_counted;
 pub(crate) use placeholder::holder;
 pub use placeholder::{Placeholder, PlaceholderKind, Placeholders};
 /// What the placement-rules benchmark builds on.
-pub use placement::shared_neighbourhood;
+#[doc(hidden)]
+pub use placement::bench as placement_bench;
 pub(crate) use pod_record::kubelet_counts;
 pub use pod_record::pod_record;
 pub use scope::Scope;

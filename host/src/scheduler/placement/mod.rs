@@ -9,15 +9,22 @@
 //! the pods of the same rules until what it was drawn from changes (`shared_verdicts`).
 //!
 //! The Node's own rules are judged here ([`Placement`], by `node_fit`); the rules about other pods
-//! (`pod_affinity`, `topology_spread`, over `shared_neighbourhood`) and about claimed volumes
-//! (`volume_topology`, over `volume_stores`) narrow that verdict in `pod_rules`; `exclusions` makes a
-//! verdict the job's excluded nodes, and `placement_checks` remembers which waiting jobs are in line.
+//! (`pod_affinity`, `topology_spread`, over a `neighbourhood` drawn from `shared_neighbourhood`) and
+//! about claimed volumes (`volume_topology`, over `volume_stores`) narrow that verdict in `pod_rules`;
+//! `exclusions` makes a verdict the job's excluded nodes, and `placement_checks` remembers which
+//! waiting jobs are in line. No module here imports one that imports it back.
 
+#[doc(hidden)]
+pub mod bench;
 pub mod exclusions;
+mod neighbourhood;
 mod node_fit;
 pub mod placement_checks;
 mod pod_affinity;
+mod pod_facts;
 pub mod pod_rules;
+mod refusal;
+mod selector;
 pub mod shared_neighbourhood;
 mod shared_verdicts;
 mod topology_spread;

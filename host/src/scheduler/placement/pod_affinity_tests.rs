@@ -1,6 +1,10 @@
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::scheduler::placement::shared_neighbourhood::BoundPods;
 
 /// A Node from "name key=value ...", labelled with its hostname as every kubelet labels it.
 fn node(spec: &str) -> Node {

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::pod_affinity::{Neighbourhood, PodRules, judge};
+use super::neighbourhood::Neighbourhood;
+use super::pod_affinity::{PodRules, judge};
 use super::shared_neighbourhood::BoundPods;
 use super::verdict::Verdict;
 use super::volume_topology::{self, VolumeReach};

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 use kube::runtime::reflector::Store;
 
-use super::pod_affinity::{finished, namespace_of, refuses_others};
+use super::pod_facts::{finished, namespace_of, refuses_others};
 use crate::scheduler::watched_pod::WatchedPod;
 
 /// The pods bound to a Node when the view was built, not finished, indexed as
-/// [`super::pod_affinity::Neighbourhood::sharing`] reads them. Holds the store's objects, not copies.
+/// [`super::neighbourhood::Neighbourhood::sharing`] reads them. Holds the store's objects, not copies.
 pub struct BoundPods {
     /// Every Node name a pod is bound to, once; pods name their Node by its index here.
     pub(super) node_names: Vec<String>,
@@ -235,87 +235,6 @@ fn at_read(age: Option<Duration>, interval: Duration) -> Refresh {
 /// and an object of `before` cannot be replaced by one at the same address while `before` holds it.
 fn same_pods<T>(before: &[Arc<T>], now: &[Arc<T>]) -> bool {
     before.len() == now.len() && before.iter().zip(now).all(|(before, now)| Arc::ptr_eq(before, now))
-}
-
-/// The placement rules' cost for one pending pod, for `host/benches/placement_rules.rs`: the pass
-/// as it was, indexing every pod of the cluster first, and as it is, reading the shared view. Both
-/// read the stores' states as a pass does (clones of their lists) and judge the same pod.
-#[doc(hidden)]
-pub mod bench {
-    use std::sync::Arc;
-
-    use k8s_openapi::api::core::v1::Node;
-    use kube::ResourceExt;
-
-    use super::BoundPods;
-    use crate::scheduler::placement::pod_affinity::{Neighbourhood, PodRules, judge};
-    use crate::scheduler::placement::pod_rules::unseen;
-    use crate::scheduler::watched_pod::WatchedPod;
-
-    /// Nodes, the every-pod store, this scheduler's store, and the pod being judged.
-    pub struct Cluster {
-        nodes: Vec<Arc<Node>>,
-        every_pod: Vec<Arc<WatchedPod>>,
-        own: Vec<Arc<WatchedPod>>,
-        pending: WatchedPod,
-        shared: Arc<BoundPods>,
-    }
-
-    impl Cluster {
-        /// `pods` (as the API gives them) are bound already; with `own`, they are this scheduler's too.
-        pub fn new(nodes: Vec<Node>, pods: Vec<serde_json::Value>, own: bool, pending: serde_json::Value) -> Self {
-            let read = |pod| Arc::new(serde_json::from_value::<WatchedPod>(pod).expect("a pod"));
-            let every_pod: Vec<Arc<WatchedPod>> = pods.into_iter().map(read).collect();
-            let own = if own { every_pod.clone() } else { Vec::new() };
-            let pending = serde_json::from_value(pending).expect("a pod");
-            let shared = Arc::new(BoundPods::new(every_pod.clone()));
-            Self { nodes: nodes.into_iter().map(Arc::new).collect(), every_pod, own, pending, shared }
-        }
-
-        /// A pass as it was: every pod indexed for this pod. Returns the Nodes refused.
-        pub fn rebuilt_per_pass(&self) -> usize {
-            let (nodes, pods, own) = (self.nodes.clone(), self.every_pod.clone(), self.own.clone());
-            let mut neighbourhood = Neighbourhood::new(nodes.iter().map(AsRef::as_ref), pods.iter().map(AsRef::as_ref));
-            // This scheduler's pods not bound yet, whose placeholders Slurm started (none here).
-            let assumed: Vec<(&WatchedPod, &str)> = own
-                .iter()
-                .filter(|other| other.uid() != self.pending.uid())
-                .filter(|other| other.spec.as_ref().is_some_and(|spec| spec.node_name.is_none()))
-                .filter_map(|other| Some((other.as_ref(), placed_by_slurm(other)?)))
-                .collect();
-            for (other, node) in assumed {
-                neighbourhood.assume(other, node);
-            }
-            refused(judge(&self.pending, &neighbourhood, |_| None))
-        }
-
-        /// A pass as it is: the shared view read, this scheduler's pods it does not hold added.
-        pub fn shared(&self) -> usize {
-            let (bound, nodes, own) = (self.shared.clone(), self.nodes.clone(), self.own.clone());
-            let mut neighbourhood = Neighbourhood::sharing(nodes.iter().map(AsRef::as_ref), &bound);
-            for (other, node) in unseen(&self.pending, &own, &bound, placed_by_slurm) {
-                neighbourhood.assume(other, node);
-            }
-            refused(judge(&self.pending, &neighbourhood, |_| None))
-        }
-
-        /// The poll's build of the view, once per poll interval when the pods changed.
-        pub fn build_view(&self) -> usize {
-            BoundPods::new(self.every_pod.clone()).node_names.len()
-        }
-    }
-
-    /// Where Slurm started the placeholder of a pod not bound yet: nowhere, here.
-    fn placed_by_slurm(_: &WatchedPod) -> Option<&str> {
-        None
-    }
-
-    fn refused(rules: PodRules) -> usize {
-        match rules {
-            PodRules::Honoured { excluded, .. } => excluded.len(),
-            PodRules::Unsupported { field, why } => panic!("{field}: {why}"),
-        }
-    }
 }
 
 #[cfg(test)]

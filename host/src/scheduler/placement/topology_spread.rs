@@ -14,13 +14,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::pod_affinity::{
-    Domain, Ignored, Neighbourhood, Operator, Refusal, Selector, Unhonoured, namespace_of, pod_labels,
-};
+use super::neighbourhood::Neighbourhood;
+use super::pod_facts::{namespace_of, pod_labels};
+use super::refusal::{Domain, Ignored, Refusal, TOPOLOGY_SPREAD, Unhonoured};
+use super::selector::{Operator, Selector};
 use crate::kube::node_match::{selector_matches, tolerates};
 use crate::scheduler::watched_pod::{PodNeeds, WatchedPod};
-
-pub(super) const FIELD: &str = "spec.topologySpreadConstraints";
 
 /// A DoNotSchedule constraint, read as kube-scheduler reads it.
 pub(super) struct Constraint<'a> {
@@ -51,7 +50,8 @@ pub(super) fn read<'a>(pod: &'a WatchedPod, ignored: &mut Vec<Ignored>) -> Resul
     let constraints = pod.spec.as_ref().and_then(|spec| spec.topology_spread_constraints.as_deref());
     let mut read = Vec::new();
     for (at, constraint) in constraints.unwrap_or_default().iter().enumerate() {
-        let unhonoured = |field: &str, why: String| Unhonoured { field: format!("{FIELD}[{at}].{field}"), why };
+        let unhonoured =
+            |field: &str, why: String| Unhonoured { field: format!("{TOPOLOGY_SPREAD}[{at}].{field}"), why };
         match constraint.when_unsatisfiable.as_str() {
             "DoNotSchedule" => {}
             "ScheduleAnyway" => {
