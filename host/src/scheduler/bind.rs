@@ -31,7 +31,7 @@ pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> 
         let why = ctx
             .placement
             .refusal(spec, node)
-            .or_else(|| super::placement::pod_rules::refusal(pod, node, placeholder.job.job_id, ctx))?;
+            .or_else(|| super::placement::pod_rules::refusal(pod, node, placeholder.job.job_id, &ctx.pod_rules()))?;
         Some(format!("{node}: {why}"))
     })
 }

@@ -14,7 +14,7 @@ use super::link::Installation;
 use super::metrics::SchedulerMetrics;
 use super::placeholder::{PlaceholderKind, Placeholders};
 use super::placement::Placement;
-use super::placement::{placement_checks, shared_neighbourhood, volume_stores};
+use super::placement::{placement_checks, pod_rules, shared_neighbourhood, volume_stores};
 use super::scope::Scope;
 use super::slurmd_pods::SlurmdPods;
 use super::watched_pod::WatchedPod;
@@ -105,6 +105,20 @@ pub struct Context {
 }
 
 impl Context {
+    /// What the pod-level placement rules read besides the pod.
+    pub fn pod_rules(&self) -> pod_rules::Views<'_> {
+        pod_rules::Views {
+            nodes: &self.placement.nodes,
+            slurmd: &self.slurmd,
+            pods: &self.pods,
+            jobs: &self.jobs,
+            grants: &self.grants,
+            every_pod: self.every_pod.as_ref(),
+            refusers: &self.refusers,
+            volumes: self.volumes.as_ref(),
+        }
+    }
+
     /// The placeholder to submit now (the Slurm behind slurmrestd may have changed since the last).
     pub fn placeholder_kind(&self) -> PlaceholderKind {
         self.placeholders.kind(self.slurm.api())

@@ -220,7 +220,7 @@ pub async fn keep_placement(
         return Ok(ExcludedNodes::Kept); // Slurm's nodes are not known now; the next pass looks again.
     };
     // A rule it cannot honour now leaves the job as it is: the pod says so when it is next placed.
-    let PodPlacement::Verdict(verdict) = pod_rules::apply(verdict, pod, ctx) else {
+    let PodPlacement::Verdict(verdict) = pod_rules::apply(verdict, pod, &ctx.pod_rules()) else {
         return Ok(ExcludedNodes::Kept);
     };
     let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
@@ -253,7 +253,7 @@ pub async fn keep_placement(
 
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).
 async fn placement(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, Arc<Verdict>>, Error> {
-    let verdict = ctx.placement.verdict(pod_spec(pod)).map(|verdict| pod_rules::apply(verdict, pod, ctx));
+    let verdict = ctx.placement.verdict(pod_spec(pod)).map(|verdict| pod_rules::apply(verdict, pod, &ctx.pod_rules()));
     match placed(verdict) {
         Ok(verdict) => Ok(ControlFlow::Continue(verdict)),
         Err(plan) => Ok(ControlFlow::Break(executor::execute(ctx, pod, plan).await?)),

@@ -246,7 +246,7 @@ fn gang_verdict(members: &[Arc<WatchedPod>], ctx: &Context) -> Option<Result<Ver
     let mut verdict: Option<Verdict> = None;
     for member in members {
         let spec = member.spec.as_ref()?;
-        let next = match pod_rules::apply(ctx.placement.verdict(spec).ok()?, member, ctx) {
+        let next = match pod_rules::apply(ctx.placement.verdict(spec).ok()?, member, &ctx.pod_rules()) {
             PodPlacement::Verdict(next) => next,
             PodPlacement::Waits(reason, why) => {
                 return Some(Err((reason, format!("pod {}: {why}", member.name_any()))));

@@ -12,7 +12,8 @@
 //! (`pod_affinity`, `topology_spread`, over a `neighbourhood` drawn from `shared_neighbourhood`) and
 //! about claimed volumes (`volume_topology`, over `volume_stores`) narrow that verdict in `pod_rules`;
 //! `exclusions` makes a verdict the job's excluded nodes, and `placement_checks` remembers which
-//! waiting jobs are in line. No module here imports one that imports it back.
+//! waiting jobs are in line. No module here imports one that imports it back, nor the scheduler's
+//! `Context`: `pod_rules` is handed the views it reads ([`pod_rules::Views`]).
 
 #[doc(hidden)]
 pub mod bench;

@@ -9,17 +9,37 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kube::runtime::reflector::ObjectRef;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::neighbourhood::Neighbourhood;
 use super::pod_affinity::{PodRules, judge};
-use super::shared_neighbourhood::BoundPods;
+use super::shared_neighbourhood::{BoundPods, SharedNeighbourhood};
 use super::verdict::Verdict;
+use super::volume_stores::VolumeStores;
 use super::volume_topology::{self, VolumeReach};
 use crate::scheduler::conditions::WaitReason;
-use crate::scheduler::context::Context;
+use crate::scheduler::grants::Grants;
+use crate::scheduler::job_cache::JobCache;
+use crate::scheduler::slurmd_pods::SlurmdPods;
 use crate::scheduler::watched_pod::WatchedPod;
 use crate::slurm::expand_hostlist;
+
+/// What the pod-level rules read besides the pod, borrowed from the scheduler's context for one
+/// judgement.
+pub struct Views<'a> {
+    pub nodes: &'a Store<Node>,
+    pub slurmd: &'a SlurmdPods,
+    /// This scheduler's pods.
+    pub pods: &'a Store<WatchedPod>,
+    pub jobs: &'a JobCache,
+    pub grants: &'a Grants,
+    /// Every pod of the cluster, when the host reads them.
+    pub every_pod: Option<&'a Store<WatchedPod>>,
+    pub refusers: &'a SharedNeighbourhood,
+    /// The claims, volumes and classes, when the host reads them.
+    pub volumes: Option<&'a VolumeStores>,
+}
 
 /// Where a pod may go once its pod-level rules are counted.
 pub enum PodPlacement {
@@ -67,22 +87,22 @@ fn selects_namespaces(pod: &WatchedPod) -> bool {
 }
 
 /// `verdict` with the Slurm nodes the pod's pod-level rules, and other pods' anti-affinity, refuse.
-pub fn apply(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context) -> PodPlacement {
-    judged(verdict, pod, ctx, u32::MAX)
+pub fn apply(verdict: Arc<Verdict>, pod: &WatchedPod, views: &Views) -> PodPlacement {
+    judged(verdict, pod, views, u32::MAX)
 }
 
 /// [`apply`], counting the unbound pods whose placeholders Slurm started before job `before` only:
 /// two pods Slurm put together against their rules must not both give way.
-fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -> PodPlacement {
-    let verdict = match within_volume_reach(verdict, pod, ctx) {
+fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, views: &Views, before: u32) -> PodPlacement {
+    let verdict = match within_volume_reach(verdict, pod, views) {
         Ok(verdict) => verdict,
         Err(waits) => return waits,
     };
     let rule = first_rule(pod);
-    if rule.is_none() && !ctx.refusers.any() {
+    if rule.is_none() && !views.refusers.any() {
         return PodPlacement::Verdict(verdict);
     }
-    let Some(every_pod) = &ctx.every_pod else {
+    let Some(every_pod) = views.every_pod else {
         return match rule {
             Some(field) => PodPlacement::unsupported(format!(
                 "{field}: this host reads only the pods it schedules (--pool-audit=false), not the pods the \
@@ -91,7 +111,7 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
             None => PodPlacement::Verdict(verdict),
         };
     };
-    if !ctx.grants.knows_namespace_labels() && selects_namespaces(pod) {
+    if !views.grants.knows_namespace_labels() && selects_namespaces(pod) {
         return PodPlacement::unsupported(
             "namespaceSelector of a pod (anti-)affinity term: this host watches namespaces' labels only when a \
              tenancy grant selects namespaces by label"
@@ -100,13 +120,13 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
     }
     // Every pass shares one index of the bound pods, built at most once per poll; this scheduler's
     // own pods are added from its store as it is now (see `shared_neighbourhood`).
-    let bound = ctx.refusers.read(every_pod);
-    let (nodes, own) = (ctx.placement.nodes.state(), ctx.pods.state());
-    let kube_node_of = ctx.slurmd.kube_nodes();
+    let bound = views.refusers.read(every_pod);
+    let (nodes, own) = (views.nodes.state(), views.pods.state());
+    let kube_node_of = views.slurmd.kube_nodes();
     let mut neighbourhood = Neighbourhood::sharing(nodes.iter().map(AsRef::as_ref), &bound);
     let placed_by_slurm = |other: &WatchedPod| {
         let uid = other.metadata.uid.as_deref()?;
-        let running = ctx.jobs.for_pod(uid).into_iter().find(|placeholder| {
+        let running = views.jobs.for_pod(uid).into_iter().find(|placeholder| {
             placeholder.job.state() == crate::slurm::JobState::Running && placeholder.job.job_id < before
         })?;
         let nodes = expand_hostlist(&running.job.nodes).ok()?;
@@ -116,7 +136,7 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context, before: u32) -
     for (other, node) in unseen(pod, &own, &bound, placed_by_slurm) {
         neighbourhood.assume(other, node);
     }
-    let namespace_labels = |namespace: &str| ctx.grants.namespace_labels(namespace);
+    let namespace_labels = |namespace: &str| views.grants.namespace_labels(namespace);
     match judge(pod, &neighbourhood, namespace_labels) {
         PodRules::Unsupported { field, why } => PodPlacement::unsupported(format!("{field}: {why}")),
         PodRules::Honoured { excluded, .. } if excluded.is_empty() => PodPlacement::Verdict(verdict),
@@ -161,8 +181,8 @@ pub(super) fn unseen<'a>(
 
 /// `verdict` without the Slurm nodes whose Kubernetes Nodes cannot mount the pod's claimed volumes,
 /// or why the pod cannot be placed by them yet.
-fn within_volume_reach(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context) -> Result<Arc<Verdict>, PodPlacement> {
-    let Some(volumes) = &ctx.volumes else {
+fn within_volume_reach(verdict: Arc<Verdict>, pod: &WatchedPod, views: &Views) -> Result<Arc<Verdict>, PodPlacement> {
+    let Some(volumes) = views.volumes else {
         return match volume_topology::first_claim(pod) {
             Some(field) => Err(PodPlacement::unsupported(format!(
                 "{field}: this host does not read PersistentVolumeClaims (--volume-topology=false), so it cannot \
@@ -177,14 +197,14 @@ fn within_volume_reach(verdict: Arc<Verdict>, pod: &WatchedPod, ctx: &Context) -
         VolumeReach::NotReady { field, why } => return Err(PodPlacement::volume_not_ready(format!("{field}: {why}"))),
         VolumeReach::Unsupported { field, why } => return Err(PodPlacement::unsupported(format!("{field}: {why}"))),
     };
-    let kube_node_of = ctx.slurmd.kube_nodes();
+    let kube_node_of = views.slurmd.kube_nodes();
     // Only the nodes still eligible: one excluded already keeps its first reason.
     let refused: BTreeMap<String, String> = verdict
         .eligible
         .iter()
         .filter_map(|slurm| {
             let kube = kube_node_of.get(slurm)?;
-            let node = ctx.placement.nodes.get(&ObjectRef::new(kube))?;
+            let node = views.nodes.get(&ObjectRef::new(kube))?;
             let conflict = limits.iter().find_map(|limit| limit.conflict(&node))?;
             Some((slurm.clone(), format!("Kubernetes Node {kube}: {conflict}")))
         })
@@ -204,10 +224,10 @@ fn excluding(verdict: &Verdict, refused: BTreeMap<String, String>) -> Verdict {
 
 /// Why the pod's pod-level rules refuse `slurm_node`, where Slurm started its job `job_id`, if they do
 /// (checked before binding: a pod placed meanwhile may refuse it now).
-pub fn refusal(pod: &WatchedPod, slurm_node: &str, job_id: u32, ctx: &Context) -> Option<String> {
+pub fn refusal(pod: &WatchedPod, slurm_node: &str, job_id: u32, views: &Views) -> Option<String> {
     let verdict =
         Arc::new(Verdict { excluded: BTreeMap::new(), eligible: std::iter::once(slurm_node.to_owned()).collect() });
-    match judged(verdict, pod, ctx, job_id) {
+    match judged(verdict, pod, views, job_id) {
         PodPlacement::Verdict(verdict) => verdict.excluded.get(slurm_node).cloned(),
         PodPlacement::Waits(_, why) => Some(why),
     }
