@@ -1,5 +1,6 @@
 //! The `sunk` command line.
 
+mod crds;
 mod first_contact;
 mod host;
 mod host_args;
@@ -10,7 +11,8 @@ mod writers;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+pub use crds::{crds, custom_resources};
 
 #[derive(Parser)]
 #[command(name = "sunk", version, about = "Runs Slurm and Kubernetes on one pool of compute")]
@@ -31,8 +33,8 @@ enum Command {
     /// Builds, checks, tests, benchmarks and pushes policy modules.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
-    /// Prints the CustomResourceDefinitions sunk serves (YAML), for `kubectl apply -f -`.
-    Crds(CrdsArgs),
+    /// Prints the CustomResourceDefinitions sunk serves (YAML), or applies them (`--apply`).
+    Crds(crds::CrdsArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -42,7 +44,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Host(args) => host::run(*args),
         Command::Policy(command) => policy::run(command),
-        Command::Crds(args) => write_crds(args),
+        Command::Crds(args) => crds::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -51,38 +53,6 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-#[derive(clap::Args)]
-struct CrdsArgs {
-    /// Write one `<plural>.yaml` per CRD into this directory (the chart's `crds/`) instead.
-    #[arg(long)]
-    dir: Option<std::path::PathBuf>,
-}
-
-fn write_crds(args: CrdsArgs) -> anyhow::Result<()> {
-    let crds = crds()?;
-    let Some(dir) = args.dir else {
-        let documents: Vec<&str> = crds.iter().map(|(_, yaml)| yaml.as_str()).collect();
-        print!("{}", documents.join("---\n"));
-        return Ok(());
-    };
-    for (plural, yaml) in crds {
-        let path = dir.join(format!("{plural}.yaml"));
-        std::fs::write(&path, yaml).map_err(|error| anyhow::anyhow!("writing {}: {error}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// Every CRD sunk serves.
-pub fn custom_resources() -> [CustomResourceDefinition; 2] {
-    use kube::CustomResourceExt;
-    [crate::delivery::PolicyModule::crd(), crate::nodeset::NodeSet::crd()]
-}
-
-/// Every CRD sunk serves: its plural name and its YAML.
-pub fn crds() -> anyhow::Result<Vec<(String, String)>> {
-    custom_resources().iter().map(|crd| Ok((crd.spec.names.plural.clone(), serde_saphyr::to_string(crd)?))).collect()
 }
 
 #[cfg(test)]
@@ -102,18 +72,5 @@ mod tests {
         assert_eq!(parse(&["--log-format=JSON", "host"]).unwrap(), LogFormat::Json);
         assert_eq!(parse(&["host", "--log-format=text"]).unwrap(), LogFormat::Text);
         assert!(parse(&["host", "--log-format=yaml"]).is_err());
-    }
-
-    /// The chart installs the CRDs from files; they must be what this build serves.
-    #[test]
-    fn the_charts_crds_are_current() {
-        for (plural, generated) in super::crds().unwrap() {
-            let path = format!("{}/../charts/sunk/crds/{plural}.yaml", env!("CARGO_MANIFEST_DIR"));
-            let committed = std::fs::read_to_string(&path).unwrap_or_default();
-            assert!(
-                committed == generated,
-                "{path} is stale: regenerate it with `cargo run -p sunk -- crds --dir charts/sunk/crds`"
-            );
-        }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use sunk::nodeset::NodeSet;
@@ -56,16 +57,28 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod_and_u
 }
 
 #[tokio::test]
-async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_running_job() -> anyhow::Result<()> {
+async fn helm_upgrade_applies_the_crds_reconfigures_slurm_and_rolls_slurmd_without_killing_a_running_job()
+-> anyhow::Result<()> {
     let release = install("chart-upgrade").await?;
     let (first, busy) = (NODES[0], NODES[1]);
     let job = sleep_job(&release, busy).await?;
     let busy_pod = slurmd_on(&release, busy).await?.and_then(|pod| pod.uid()).unwrap_or_default();
 
+    // The NodeSet CRD as a previous version left it: one field differs from what this build serves.
+    // Other lanes share the CRD, so the field changed is a description, which nothing reads.
+    let stale = r#"[{"op":"replace","path":"/spec/versions/0/schema/openAPIV3Schema/description","value":"stale"}]"#;
+    let patched = kubectl(&["patch", "crd", NODESET_CRD, "--type=json", "-p", stale]).output()?;
+    anyhow::ensure!(patched.status.success(), "staling the CRD: {}", String::from_utf8_lossy(&patched.stderr));
+
     // KillWait 30 -> 35 (slurm.conf, and the host's --slurm-kill-wait), and a new slurmd template.
     let keys = key_secrets(&release)?;
     helm_deploy(&release, "upgrade", &values(release.namespace(), 35, "2"))?;
     assert_eq!(key_secrets(&release)?, keys, "the generated keys changed with the upgrade");
+    assert_eq!(nodeset_crd_description(&release).await?, served_nodeset_description(), "the CRD after the upgrade");
+    // The hook's right to change the CRDs went with it.
+    let hook_role = format!("{}-{}-crd-upgrade", release.name, release.namespace());
+    let role = kubectl(&["get", "clusterrole", &hook_role, "--ignore-not-found", "-o", "name"]).output()?;
+    assert_eq!(String::from_utf8_lossy(&role.stdout).trim(), "", "the hook's ClusterRole after the upgrade");
     wait_for("KillWait=35 in the running slurmctld", CONFIG_APPLIED, || async {
         let config = release.slurm(&["scontrol", "show", "config"]).ok()?;
         config.lines().any(|line| line.starts_with("KillWait") && line.contains("35 sec")).then_some(())
@@ -99,6 +112,24 @@ async fn helm_upgrade_reconfigures_slurm_and_rolls_slurmd_without_killing_a_runn
     .await?;
     wait_idle(&release, &*NODES).await?;
     Ok(())
+}
+
+const NODESET_CRD: &str = "nodesets.sunk.dev";
+
+/// The description at the root of the NodeSet CRD's schema, as the API server serves it.
+async fn nodeset_crd_description(release: &Release) -> anyhow::Result<Option<String>> {
+    let crds = Api::<CustomResourceDefinition>::all(release.cluster.kube.clone());
+    Ok(root_description(&crds.get(NODESET_CRD).await?))
+}
+
+/// The same, as this build of sunk serves it.
+fn served_nodeset_description() -> Option<String> {
+    sunk::cli::custom_resources().iter().find(|crd| crd.name_any() == NODESET_CRD).and_then(root_description)
+}
+
+fn root_description(crd: &CustomResourceDefinition) -> Option<String> {
+    let version = crd.spec.versions.first()?;
+    version.schema.as_ref()?.open_api_v3_schema.as_ref()?.description.clone()
 }
 
 /// Slurm's own metrics (`slurmCluster.metrics.enabled: auto`): on 26.05, slurm.conf asks for them and
