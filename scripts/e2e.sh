@@ -24,7 +24,7 @@ chart_lanes=("kube-node-6,kube-node-7: chart_slurm chart_backup chart_confinemen
 # (docs/testing.md).
 release_dependent=(scheduler:: fast_path:: bursts:: gang:: preemption::a_high_priority_pod
   preemption::a_preempted_task preemption::a_slurm_job_of_a_higher_tier syncer::a_cordon_drains chart_backup::
-  device_confinement:: chart_confinement::)
+  device_confinement:: chart_confinement:: chart_login::a_users_step_runs_in_an_oci_container)
 case ${1:-} in
   "") release_dependent_only= ;;
   --slurm-dependent-only) release_dependent_only=1 ;;

@@ -5,7 +5,8 @@
 //! list the user's jobs beside a pod's placeholder; `helm test` logs in as the user; an upgrade that
 //! replaces the login pod keeps its host key. With the users in the chart's companion LDAP directory
 //! instead of files, the same user logs in and their job runs as them. Slurm node names resolve on
-//! the login pod and in jobs, and an MPI program the user builds there runs a rank on each node.
+//! the login pod and in jobs, and an MPI program the user builds there runs a rank on each node. A
+//! step runs in an OCI container from a bundle the user makes on the shared home.
 
 use std::collections::BTreeMap;
 
@@ -243,5 +244,45 @@ async fn slurm_node_names_resolve_on_the_login_pod_and_in_jobs_and_an_mpi_job_sp
     let mut said: Vec<&str> = ranks.iter().map(|(_, rest)| rest.as_str()).collect();
     said.sort_unstable();
     assert_eq!(said, ["rank 0 of 2 sum 3", "rank 1 of 2 sum 3"], "{output}");
+    Ok(())
+}
+
+/// A container job through Slurm's own OCI support (the chart's oci.conf, runc in the slurmd image):
+/// the user makes a bundle on the shared home from the login pod (a busybox root file system and
+/// `runc spec --rootless`), and a step run with `srun --container` sees that root file system, not
+/// its node's, as the user's own processes.
+#[tokio::test]
+async fn a_users_step_runs_in_an_oci_container_from_a_bundle_on_the_shared_home() -> anyhow::Result<()> {
+    let _home: StaticVolume;
+    let release = Release::new("chart-oci").await?;
+    _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
+    let mut ssh = SshClient::new(&release)?;
+    release.install_with(&login_values(&ssh.public_key()?), &[("login", 1)]).await?;
+    ssh.trust_login_of(&release)?;
+    ssh.wait_login().await?;
+
+    ssh.run(
+        "rm -rf bundle && mkdir -p bundle/rootfs/usr/bin && cp /bin/busybox bundle/rootfs/usr/bin/ \
+         && for tool in sh cat dd; do ln -s busybox bundle/rootfs/usr/bin/$tool; done && ln -s usr/bin bundle/rootfs/bin \
+         && echo inside-the-bundle >bundle/rootfs/marker && cd bundle && runc spec --rootless",
+    )?;
+    let started = std::time::Instant::now();
+    let seen = ssh.run("srun --container=$HOME/bundle --mem=100 cat /marker")?;
+    println!("container: a step ran in {:.1} s", started.elapsed().as_secs_f64());
+    assert_eq!(seen.trim(), "inside-the-bundle", "the step's root file system is the bundle's");
+    // srun names the program by its path on the login pod (/usr/bin/cat), which the bundle has too.
+    // The node's own root has no /marker: a step without --container fails to read it.
+    assert!(ssh.run("srun --mem=100 cat /marker").is_err(), "a step without --container saw /marker");
+    // Outside the user namespace the container's processes are the user's own.
+    let owner = ssh.run("srun --container=$HOME/bundle --mem=100 sh -c 'cat /proc/self/uid_map'")?;
+    let outside: Vec<&str> = owner.split_whitespace().collect();
+    assert_eq!(outside.get(1).copied(), Some("1000"), "the container's uid map: {owner}");
+    // The container's processes are the step's: held to its --mem by the job's cgroup.
+    // dd fills a 200 MB buffer at once.
+    let hog = "srun --container=$HOME/bundle --mem=64 dd if=/dev/zero of=/dev/null bs=200M count=1";
+    let started = std::time::Instant::now();
+    let refused = ssh.run(hog).expect_err("a container step grew past its --mem");
+    println!("container: a step past its --mem ended after {:.1} s", started.elapsed().as_secs_f64());
+    assert!(refused.to_string().to_lowercase().contains("oom"), "the step past its --mem: {refused}");
     Ok(())
 }
