@@ -191,17 +191,11 @@ async fn a_user_of_the_companion_directory_logs_in_and_their_job_runs_as_them() 
 
 #[tokio::test]
 async fn slurm_node_names_resolve_on_the_login_pod_and_in_jobs_and_an_mpi_job_spans_both_nodes() -> anyhow::Result<()> {
-    let _home: StaticVolume;
-    let release = Release::new("chart-dns").await?;
-    _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
-    let mut ssh = SshClient::new(&release)?;
-    release.install_with(&login_values(&ssh.public_key()?), &[("login", 1)]).await?;
-    ssh.trust_login_of(&release)?;
-    ssh.wait_login().await?;
+    let LoggedIn { ssh, release, .. } = &logged_in("chart-dns", |_, key| login_values(key), &[("login", 1)]).await?;
     // What each Slurm node's name must resolve to: its slurmd pod's address.
     let mut addresses = BTreeMap::new();
     for node in *NODES {
-        let pod = slurmd_on(&release, node).await?.ok_or_else(|| anyhow::anyhow!("no slurmd pod on {node}"))?;
+        let pod = slurmd_on(release, node).await?.ok_or_else(|| anyhow::anyhow!("no slurmd pod on {node}"))?;
         addresses.insert(node, pod.status.and_then(|status| status.pod_ip).unwrap_or_default());
     }
     let mut nodes = NODES.to_vec();
@@ -253,13 +247,7 @@ async fn slurm_node_names_resolve_on_the_login_pod_and_in_jobs_and_an_mpi_job_sp
 /// its node's, as the user's own processes.
 #[tokio::test]
 async fn a_users_step_runs_in_an_oci_container_from_a_bundle_on_the_shared_home() -> anyhow::Result<()> {
-    let _home: StaticVolume;
-    let release = Release::new("chart-oci").await?;
-    _home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
-    let mut ssh = SshClient::new(&release)?;
-    release.install_with(&login_values(&ssh.public_key()?), &[("login", 1)]).await?;
-    ssh.trust_login_of(&release)?;
-    ssh.wait_login().await?;
+    let LoggedIn { ssh, .. } = &logged_in("chart-oci", |_, key| login_values(key), &[("login", 1)]).await?;
 
     ssh.run(
         "rm -rf bundle && mkdir -p bundle/rootfs/usr/bin && cp /bin/busybox bundle/rootfs/usr/bin/ \

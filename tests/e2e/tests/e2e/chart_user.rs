@@ -133,23 +133,33 @@ pub(crate) fn whole_cluster_values(release: &Release, public_key: &str) -> Vec<S
     values
 }
 
-/// The whole cluster of [`whole_cluster_values`] installed, with the user logged in on its login
-/// pod. Fields drop in order: the session, the release (uninstalled), then the home's volume.
+/// A release installed with the user logged in on its login pod. Fields drop in order: the session,
+/// the release (uninstalled), then the home's volume.
 pub(crate) struct LoggedIn {
     pub(crate) ssh: SshClient,
     pub(crate) release: Release,
     _home: StaticVolume,
 }
 
-/// Installs the whole cluster for test `test` and logs the user in.
+/// Installs the whole cluster ([`whole_cluster_values`]) for test `test` and logs the user in.
 pub(crate) async fn logged_in_to_whole_cluster(test: &str) -> anyhow::Result<LoggedIn> {
+    logged_in(test, whole_cluster_values, &[("login", 1), ("slurmdbd", 1), ("mariadb", 1)]).await
+}
+
+/// Installs the chart for test `test` with a shared home and the values `values` gives for the release
+/// and the user's public key, waits for `components`' pods, and logs the user in.
+pub(crate) async fn logged_in(
+    test: &str,
+    values: impl FnOnce(&Release, &str) -> Vec<String>,
+    components: &[(&str, usize)],
+) -> anyhow::Result<LoggedIn> {
     // Declared first, dropped last: after the release is uninstalled.
     let home: StaticVolume;
     let release = Release::new(test).await?;
     home = StaticVolume::bound_to(release.namespace(), HOME_CLAIM, "ReadWriteMany")?;
     let mut ssh = SshClient::new(&release)?;
-    let values = whole_cluster_values(&release, &ssh.public_key()?);
-    release.install_with(&values, &[("login", 1), ("slurmdbd", 1), ("mariadb", 1)]).await?;
+    let values = values(&release, &ssh.public_key()?);
+    release.install_with(&values, components).await?;
     ssh.trust_login_of(&release)?;
     ssh.wait_login().await?;
     Ok(LoggedIn { ssh, release, _home: home })
