@@ -84,23 +84,19 @@ fn gres(node: &Node, slurmd: &Container) -> Option<String> {
     })
 }
 
-/// `NVIDIA-H100-80GB-HBM3` -> `h100_80gb_hbm3`: lowercase, the vendor dropped, only letters, digits
-/// and single underscores, short.
+/// `NVIDIA-H100-80GB-HBM3` -> `h100`: the model number (the first word with a digit, else the first
+/// word), lowercased, without the vendor. One word because slurmd's GPU detection keeps only GPUs
+/// whose detected name contains the type, and the label's separators are not the name's:
+/// `NVIDIA A100-SXM4-40GB` is detected as `nvidia_a100-sxm4-40gb`, its label reads
+/// `NVIDIA-A100-SXM4-40GB`, and only a word without separators is in both.
 fn gpu_type(labels: &BTreeMap<String, String>) -> Option<String> {
     let model = GPU_MODEL_LABELS.iter().find_map(|key| labels.get(*key)).map(|model| model.to_ascii_lowercase())?;
-    let mut clean = String::new();
-    for c in model.chars() {
-        if c.is_ascii_alphanumeric() {
-            clean.push(c);
-        } else if !clean.ends_with('_') && !clean.is_empty() {
-            clean.push('_');
-        }
-    }
-    let clean = clean.strip_prefix("nvidia_").unwrap_or(&clean);
-    let clean = clean.trim_matches('_');
-    let clean = &clean[..clean.len().min(MAX_GPU_TYPE)];
-    let clean = clean.trim_end_matches('_');
-    (!clean.is_empty() && clean != "nvidia").then(|| clean.to_owned())
+    let words: Vec<&str> = model
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| !word.is_empty() && *word != "nvidia")
+        .collect();
+    let word = words.iter().find(|word| word.chars().any(|c| c.is_ascii_digit())).or_else(|| words.first())?;
+    Some(word[..word.len().min(MAX_GPU_TYPE)].to_owned())
 }
 
 fn topology(node: &Node, settings: &Settings) -> Option<String> {
@@ -175,7 +171,7 @@ mod tests {
             &container(&[]),
             &settings_of(Default::default()),
         );
-        assert!(conf.starts_with("Gres=gpu:h100_80gb_hbm3:8 "), "{conf}");
+        assert!(conf.starts_with("Gres=gpu:h100:8 "), "{conf}");
         let conf =
             node_conf(&node(&[], &[], &[("nvidia.com/gpu", "2")]), &container(&[]), &settings_of(Default::default()));
         assert!(conf.contains("Gres=gpu:2 "), "{conf}");
@@ -201,13 +197,25 @@ mod tests {
     }
 
     #[test]
-    fn gpu_types_are_clean_and_short() {
+    fn gpu_types_are_the_model_number_which_detection_names_contain() {
         let of = |model: &str| gpu_type(&[("gpu.nvidia.com/class".to_string(), model.to_string())].into());
-        assert_eq!(of("A100-SXM4-40GB").as_deref(), Some("a100_sxm4_40gb"));
-        assert_eq!(of("NVIDIA  L40S").as_deref(), Some("l40s"));
+        // Each label beside the name slurmd's detection gives the same GPU (lowercased, spaces as
+        // underscores), which must contain the type for slurmd to keep the GPU.
+        for (label, detected, type_) in [
+            ("NVIDIA-H100-80GB-HBM3", "nvidia_h100_80gb_hbm3", "h100"),
+            ("NVIDIA-A100-SXM4-40GB", "nvidia_a100-sxm4-40gb", "a100"),
+            ("Tesla-V100-SXM2-16GB", "tesla_v100-sxm2-16gb", "v100"),
+            ("NVIDIA-GeForce-RTX-4090", "nvidia_geforce_rtx_4090", "4090"),
+            ("NVIDIA-RTX-A6000", "nvidia_rtx_a6000", "a6000"),
+            ("NVIDIA  L40S", "nvidia_l40s", "l40s"),
+        ] {
+            assert_eq!(of(label).as_deref(), Some(type_), "{label}");
+            assert!(detected.contains(type_), "{detected} does not contain {type_}");
+        }
+        assert_eq!(of("NVIDIA-Graphics-Device").as_deref(), Some("graphics"), "no model number: the first word");
         assert_eq!(of("nvidia").as_deref(), None);
         assert_eq!(of("--").as_deref(), None);
-        assert!(of(&"x".repeat(100)).unwrap().len() <= MAX_GPU_TYPE);
+        assert!(of(&"x1".repeat(100)).unwrap().len() <= MAX_GPU_TYPE);
     }
 
     #[test]
