@@ -37,6 +37,24 @@ pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<
     }
 }
 
+/// Waits until no node of the local cluster's Slurm is COMPLETING, for a test that needs whole nodes.
+/// A job cancelled soon after its launch can hold its node COMPLETING for 60-100 s on 26.05.5, even
+/// once its batch step is listed ([`wait_batch_launched`]): slurmctld's first terminate request is
+/// lost and only its resend ends the job (`completion process took 63 seconds`). The previous test
+/// may have left such a node.
+pub async fn wait_no_node_completing(cluster: &Cluster) -> anyhow::Result<()> {
+    let settled = std::time::Duration::from_secs(150);
+    crate::wait_for("no Slurm node COMPLETING a job a previous test cancelled", settled, || async {
+        match cluster.slurm.nodes(None).await.ok()? {
+            sunk::slurm::NodesPage::All { nodes, .. } => {
+                nodes.iter().all(|node| !node.flags().has("COMPLETING")).then_some(())
+            }
+            sunk::slurm::NodesPage::Unchanged => None,
+        }
+    })
+    .await
+}
+
 /// slurmrestd stopped in its tracks (SIGSTOP) until the guard is dropped (SIGCONT): Slurm cannot be
 /// read, and requests hang as they would behind a dead network.
 pub fn slurmrestd_frozen() -> anyhow::Result<Frozen> {

@@ -96,6 +96,7 @@ async fn hold_jobs(cluster: &Cluster, slurm_node: &str) -> Option<Vec<Job>> {
 #[tokio::test]
 async fn beside_the_scheduler_a_hold_job_holds_what_a_bypassing_pod_uses() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("pool-hold").await?;
+    sunk_e2e::wait_no_node_completing(&cluster).await?;
     let host = cluster.start_host(&[("SUNK_POOL_AUDIT", "true"), ("SUNK_NODESET_NAMESPACE", "slurm")])?;
     let nodes: Api<Node> = Api::all(Cluster::client().await?);
     let slurm_node = cluster.slurm_node_on(NODE).await?.ok_or_else(|| anyhow::anyhow!("no Slurm node on {NODE}"))?;

@@ -51,7 +51,10 @@ async fn bundled_preemption(cluster: &Cluster) -> anyhow::Result<(&'static str, 
 /// A host that preempts, the test's namespace granted ranks up to any PriorityClass's (a billion) and
 /// the jobs of `batch`, which Slurm's own rules (`preempt/partition_prio`, one tier) keep from the
 /// pods' placeholders, themselves in `batch`.
-fn start_preempting_host(cluster: &mut Cluster) -> anyhow::Result<()> {
+/// Starts a host that preempts, once the nodes are free of the previous test's jobs: every test here
+/// fills both nodes.
+async fn start_preempting_host(cluster: &mut Cluster) -> anyhow::Result<()> {
+    sunk_e2e::wait_no_node_completing(cluster).await?;
     let grant = serde_json::json!({"maxPriority": 1_000_000_000, "preemptable": {"partitions": ["batch"]}});
     let tenancy = cluster.grant(grant)?;
     cluster.start_host(&[("SUNK_PREEMPTION", "true"), ("SUNK_TENANCY", &tenancy)])?;
@@ -75,6 +78,7 @@ fn is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
 #[tokio::test]
 async fn without_a_grant_a_pod_preempts_only_what_slurms_rules_let_it() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt-rules").await?;
+    sunk_e2e::wait_no_node_completing(&cluster).await?;
     let tenancy = cluster.grant(serde_json::json!({"maxPriority": 1_000_000_000}))?;
     cluster.start_host(&[
         ("SUNK_PREEMPTION", "true"),
@@ -104,7 +108,7 @@ async fn without_a_grant_a_pod_preempts_only_what_slurms_rules_let_it() -> anyho
 #[tokio::test]
 async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_nothing() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt").await?;
-    start_preempting_host(&mut cluster)?;
+    start_preempting_host(&mut cluster).await?;
     let (low, high) = (Priority::create(&cluster, "low", 10).await?, Priority::create(&cluster, "high", 100).await?);
     let lowest = running_job(&cluster, 10, "physics").await?;
     let other = running_job(&cluster, 20, "bio").await?;
@@ -153,7 +157,7 @@ async fn a_high_priority_pod_preempts_the_lowest_priority_job_and_an_equal_one_n
 #[tokio::test]
 async fn a_preempted_task_of_a_job_array_goes_without_its_siblings() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt-array").await?;
-    start_preempting_host(&mut cluster)?;
+    start_preempting_host(&mut cluster).await?;
     let high = Priority::create(&cluster, "high", 100).await?;
     let args = ["-A", "physics", "--priority=10", "--array=0-1", "-c", "2", "--mem=256M", "--wrap", "sleep 600"];
     let array = SlurmJob::submit(&args)?;
@@ -187,7 +191,7 @@ async fn a_preempted_task_of_a_job_array_goes_without_its_siblings() -> anyhow::
 #[tokio::test]
 async fn a_lower_priority_pod_is_evicted_once_its_disruption_budget_allows() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt-pods").await?;
-    start_preempting_host(&mut cluster)?;
+    start_preempting_host(&mut cluster).await?;
     let (low, high) = (Priority::create(&cluster, "low", 10).await?, Priority::create(&cluster, "high", 100).await?);
     for name in ["serve-1", "serve-2"] {
         let mut serving = ranked_pod(name, &low);
@@ -241,7 +245,7 @@ async fn a_lower_priority_pod_is_evicted_once_its_disruption_budget_allows() -> 
 #[tokio::test]
 async fn a_preemption_policy_pushed_while_running_changes_the_next_victim() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt-policy").await?;
-    start_preempting_host(&mut cluster)?;
+    start_preempting_host(&mut cluster).await?;
     let high = Priority::create(&cluster, "high", 100).await?;
     let physics = running_job(&cluster, 10, "physics").await?;
     let bio = running_job(&cluster, 20, "bio").await?;
@@ -275,7 +279,7 @@ async fn a_preemption_policy_pushed_while_running_changes_the_next_victim() -> a
 #[tokio::test]
 async fn a_slurm_job_of_a_higher_tier_partition_preempts_a_pods_placeholder() -> anyhow::Result<()> {
     let mut cluster = Cluster::connect("preempt-slurm").await?;
-    start_preempting_host(&mut cluster)?;
+    start_preempting_host(&mut cluster).await?;
     // Both nodes held by pods whose containers ignore SIGTERM, so a graceful deletion takes its 10 s.
     for name in ["held-1", "held-2"] {
         let mut held = pod(name, "2", "256Mi");
