@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 
@@ -34,7 +35,7 @@ pub struct CrdsArgs {
 pub fn run(args: CrdsArgs) -> Result<()> {
     if args.apply {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        return runtime.block_on(apply(args.kubeconfig));
+        return runtime.block_on(apply_from(args.kubeconfig));
     }
     let crds = crds()?;
     let Some(dir) = args.dir else {
@@ -60,21 +61,31 @@ pub fn crds() -> Result<Vec<(String, String)>> {
     custom_resources().iter().map(|crd| Ok((crd.spec.names.plural.clone(), serde_saphyr::to_string(crd)?))).collect()
 }
 
-async fn apply(kubeconfig: Option<PathBuf>) -> Result<()> {
+async fn apply_from(kubeconfig: Option<PathBuf>) -> Result<()> {
     let client = crate::kube::connect(kubeconfig.as_deref()).await?;
-    let api = Api::<CustomResourceDefinition>::all(client);
+    for name in apply(&client, ESTABLISHED_WITHIN).await? {
+        println!("applied CRD {name}");
+    }
+    Ok(())
+}
+
+/// Applies every CRD sunk serves (server-side, taking over every field) and waits up to `within` for
+/// each to be established; returns their names.
+pub async fn apply(client: &Client, within: Duration) -> Result<Vec<String>> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut applied = Vec::new();
     for crd in custom_resources() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&crd)).await.with_context(|| format!("applying CRD {name}"))?;
         let established = await_condition(api.clone(), &name, conditions::is_crd_established());
-        tokio::time::timeout(ESTABLISHED_WITHIN, established)
+        tokio::time::timeout(within, established)
             .await
-            .with_context(|| format!("CRD {name} not established within {ESTABLISHED_WITHIN:?}"))?
+            .with_context(|| format!("CRD {name} not established within {within:?}"))?
             .with_context(|| format!("watching CRD {name}"))?;
-        println!("applied CRD {name}");
+        applied.push(name);
     }
-    Ok(())
+    Ok(applied)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use crds::{crds, custom_resources};
+pub use crds::{apply as apply_crds, crds, custom_resources};
 
 #[derive(Parser)]
 #[command(name = "sunk", version, about = "Runs Slurm and Kubernetes on one pool of compute")]

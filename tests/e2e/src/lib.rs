@@ -84,24 +84,9 @@ pub fn example_policy(name: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Installs the CustomResourceDefinitions this build of sunk serves (what the chart's `crds/` holds),
-/// and waits until the API server serves them.
+/// as the chart's upgrade hook does, and waits until the API server serves them.
 async fn ensure_crds(kube: &Client) -> anyhow::Result<()> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    for crd in sunk::cli::custom_resources() {
-        let name = crd.name_any();
-        crds.patch(&name, &PatchParams::apply("sunk-e2e").force(), &Patch::Apply(&crd)).await?;
-        wait_for(&format!("the CRD {name} to be established"), Duration::from_secs(20), || {
-            let crds = crds.clone();
-            let name = name.clone();
-            async move {
-                let crd = crds.get(&name).await.ok()?;
-                let conditions = crd.status?.conditions?;
-                conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
-            }
-        })
-        .await?;
-    }
+    sunk::cli::apply_crds(kube, Duration::from_secs(20)).await?;
     Ok(())
 }
 
