@@ -29,12 +29,17 @@ pub fn slurm_version() -> String {
     }
 }
 
-/// The Slurm node of this name as slurmrestd lists it, if Slurm has it.
-pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<sunk::slurm::Node>> {
+/// Every Slurm node as slurmrestd lists it.
+async fn slurm_nodes(cluster: &Cluster) -> anyhow::Result<Vec<sunk::slurm::Node>> {
     match cluster.slurm.nodes(None).await? {
-        sunk::slurm::NodesPage::All { nodes, .. } => Ok(nodes.into_iter().find(|node| node.name == name)),
+        sunk::slurm::NodesPage::All { nodes, .. } => Ok(nodes),
         sunk::slurm::NodesPage::Unchanged => bail!("a full node listing came back unchanged"),
     }
+}
+
+/// The Slurm node of this name as slurmrestd lists it, if Slurm has it.
+pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<sunk::slurm::Node>> {
+    Ok(slurm_nodes(cluster).await?.into_iter().find(|node| node.name == name))
 }
 
 /// Waits until no node of the local cluster's Slurm is COMPLETING, for a test that needs whole nodes.
@@ -45,12 +50,8 @@ pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<
 pub async fn wait_no_node_completing(cluster: &Cluster) -> anyhow::Result<()> {
     let settled = std::time::Duration::from_secs(150);
     crate::wait_for("no Slurm node COMPLETING a job a previous test cancelled", settled, || async {
-        match cluster.slurm.nodes(None).await.ok()? {
-            sunk::slurm::NodesPage::All { nodes, .. } => {
-                nodes.iter().all(|node| !node.flags().has("COMPLETING")).then_some(())
-            }
-            sunk::slurm::NodesPage::Unchanged => None,
-        }
+        let nodes = slurm_nodes(cluster).await.ok()?;
+        nodes.iter().all(|node| !node.flags().has("COMPLETING")).then_some(())
     })
     .await
 }
