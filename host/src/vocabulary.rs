@@ -31,6 +31,10 @@ pub const INSTALLATION_MARK: &str = ";by=";
 pub const REPLACED_MARK: &str = ";replaced";
 /// Appended to the link of an immediate allocation attempt (Slurm keeps a refused one as FAILED).
 pub const ATTEMPT_MARK: &str = ";immediate";
+/// In a link sealed into a tenant's `comment` (`link::Seal`): the uid the job was allocated as, then
+/// the seal.
+pub const SEALED_UID_MARK: &str = ";as=";
+pub const SEAL_MARK: &str = ";seal=";
 
 // slurmd pods and NodeSets.
 

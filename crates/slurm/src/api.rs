@@ -26,6 +26,10 @@ pub trait Slurm: Send + Sync {
     async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError>;
     /// Allocates nodes with no script; with `immediate`, now or never.
     async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError>;
+    /// [`Slurm::allocate`] as user `uid`, named to slurmctld by the caller's token (root or
+    /// SlurmUser): the job runs as whom slurmctld resolves that name to, so the caller checks the
+    /// job's ids. Such a request may not set an administrator's field (`admin_comment`).
+    async fn allocate_as(&self, job: &JobDescription, uid: u32) -> Result<u32, SlurmError>;
     /// One job, if Slurm knows it.
     async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError>;
     /// Cancels a job; one that already ended is not an error.
@@ -63,6 +67,9 @@ impl Slurm for SlurmClient {
     }
     async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
         SlurmClient::allocate(self, job).await
+    }
+    async fn allocate_as(&self, job: &JobDescription, uid: u32) -> Result<u32, SlurmError> {
+        SlurmClient::allocate_as(self, job, uid).await
     }
     async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError> {
         SlurmClient::job(self, job_id).await

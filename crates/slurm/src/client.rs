@@ -239,7 +239,7 @@ impl SlurmClient {
 
     /// Submits a batch job and returns its id (within [`SUBMIT_DEADLINE`], or [`SlurmError::NoAnswer`]).
     pub async fn submit(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let answer = self.post_job("job/submit", job).await?;
+        let answer = self.post_job("job/submit", job, None).await?;
         match answer.job_id {
             Some(id) if answer.envelope.errors.is_empty() => Ok(id),
             _ => Err(not_submitted(answer)),
@@ -249,18 +249,31 @@ impl SlurmClient {
     /// Allocates nodes for a job with no script (`salloc`); with `immediate` it starts now or fails.
     /// Within [`SUBMIT_DEADLINE`], or [`SlurmError::NoAnswer`].
     pub async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        let answer = self.post_job("job/allocate", job).await?;
-        match answer.job_id {
-            Some(id) if id > 0 && answer.envelope.errors.is_empty() => Ok(id),
-            _ => Err(not_submitted(answer)),
-        }
+        allocated(self.post_job("job/allocate", job, None).await?)
     }
 
-    /// POSTs a job description to `what` (`job/submit`, `job/allocate`) and decodes the answer, all
-    /// within [`SUBMIT_DEADLINE`].
-    async fn post_job(&self, what: &'static str, job: &JobDescription) -> Result<SubmitResponse, SlurmError> {
+    /// [`SlurmClient::allocate`] as user `uid`: slurmrestd passes the name on with the token, and
+    /// slurmctld takes it from root or SlurmUser (`auth/jwt`). A numeric name is taken as that uid
+    /// where the uid resolves; one that does not resolve runs as slurmctld's nobody (99) instead, so
+    /// the caller checks the job's ids.
+    pub async fn allocate_as(&self, job: &JobDescription, uid: u32) -> Result<u32, SlurmError> {
+        allocated(self.post_job("job/allocate", job, Some(uid)).await?)
+    }
+
+    /// POSTs a job description to `what` (`job/submit`, `job/allocate`), as user `uid` if named, and
+    /// decodes the answer, all within [`SUBMIT_DEADLINE`].
+    async fn post_job(
+        &self,
+        what: &'static str,
+        job: &JobDescription,
+        uid: Option<u32>,
+    ) -> Result<SubmitResponse, SlurmError> {
+        let mut request = self.request(Method::POST, what).json(&Submit { job });
+        if let Some(uid) = uid {
+            request = request.header("X-SLURM-USER-NAME", uid.to_string());
+        }
         let posted = async {
-            let response = self.send(what, Lane::Other, self.request(Method::POST, what).json(&Submit { job })).await?;
+            let response = self.send(what, Lane::Other, request).await?;
             decode(what, response).await
         };
         tokio::time::timeout(SUBMIT_DEADLINE, posted).await.map_err(|_| SlurmError::NoAnswer(what, SUBMIT_DEADLINE))?
@@ -500,6 +513,14 @@ fn node_path(name: &str) -> String {
 fn unknown_node(error: &super::ApiMessage) -> bool {
     error.error_number == super::error::INVALID_NODE_NAME
         || error.description.to_ascii_lowercase().contains("invalid node name")
+}
+
+/// An allocation's job id, or why there is none.
+fn allocated(answer: SubmitResponse) -> Result<u32, SlurmError> {
+    match answer.job_id {
+        Some(id) if id > 0 && answer.envelope.errors.is_empty() => Ok(id),
+        _ => Err(not_submitted(answer)),
+    }
 }
 
 /// A submission slurmrestd answered without a job: a mistyped field is a warning and no job, so the

@@ -228,6 +228,9 @@ pub struct Job {
     /// The uid it runs as; slurmctld lists it whether or not it can resolve the uid to a name.
     #[serde(default)]
     pub user_id: Option<u32>,
+    /// The gid it runs as.
+    #[serde(default)]
+    pub group_id: Option<u32>,
     /// When it started running (UNIX seconds), or is expected to.
     #[serde(default)]
     pub start_time: NoValue,
@@ -271,6 +274,9 @@ pub struct JobUpdate {
     pub excluded_nodes: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_comment: Option<String>,
+    /// Replaces the user-visible comment; `Some("")` clears it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// slurmrestd ignores an empty list; one empty name clears the field.

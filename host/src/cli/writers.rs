@@ -208,7 +208,10 @@ impl Parts {
         // The scheduler's view of Slurm's jobs, which shows the pool's hold jobs too.
         let jobs = match (&slurm_nodes, args.scheduler) {
             (Some(_), true) => {
-                let installation = scheduler::installation(&client, &args.scheduler_name).await?;
+                let key = std::fs::read(&args.slurm_jwt_key).with_context(|| {
+                    format!("--slurm-jwt-key {}: cannot read the JWT key", args.slurm_jwt_key.display())
+                })?;
+                let installation = scheduler::installation(&client, &args.scheduler_name).await?.sealing_with(&key);
                 Some((installation.clone(), scheduler::JobCache::new(installation)))
             }
             _ => None,

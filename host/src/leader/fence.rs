@@ -116,6 +116,9 @@ impl Slurm for FencedSlurm {
     async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
         self.may_write()?.allocate(job).await
     }
+    async fn allocate_as(&self, job: &JobDescription, uid: u32) -> Result<u32, SlurmError> {
+        self.may_write()?.allocate_as(job, uid).await
+    }
     async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError> {
         self.slurm.job(job_id).await
     }

@@ -52,6 +52,7 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
             tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
             cancel_as_replaced(ctx, placeholder).await?;
         }
+        Step::WriteLink(placeholder) => write_link(ctx, placeholder).await?,
         Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
         Step::Bind { node, note } => bind(ctx, pod, &node, note).await?,
@@ -85,6 +86,15 @@ async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(
     tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
     ctx.slurm.cancel(&placeholder.job.target()).await?;
     ctx.jobs.record_cancelled(&placeholder.job.target(), None);
+    Ok(())
+}
+
+async fn write_link(ctx: &Context, placeholder: &Placeholder) -> Result<(), Error> {
+    let Some(job_id) = placeholder.job.update_id() else { return Ok(()) };
+    let admin_comment = Some(placeholder.job.admin_comment.to_string());
+    let update = JobUpdate { admin_comment, comment: Some(String::new()), ..Default::default() };
+    ctx.slurm.update_job(&job_id, &update).await?;
+    tracing::info!(job = job_id, pod = %placeholder.pod.name, "wrote the admin link of an allocation found by its seal");
     Ok(())
 }
 

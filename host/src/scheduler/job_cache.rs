@@ -237,6 +237,13 @@ impl JobCache {
     /// Replaces the cache with a complete listing that began at `began`; returns the pods whose
     /// placeholders changed.
     fn replace(&self, mut jobs: Vec<Job>, last_update: u64, began: Instant) -> Vec<PodKey> {
+        // A placeholder allocated as its tenant whose admin link is not written yet (the host was
+        // stopped in between) names its pod in its sealed comment: adopted, its pass writes the link.
+        for job in jobs.iter_mut().filter(|job| job.admin_comment.is_empty()) {
+            if let Some(link) = self.installation.seal().open(&job.comment, job.user_id) {
+                job.admin_comment = link.into();
+            }
+        }
         // Another installation's placeholders are neither ours to bind or cancel nor candidates for
         // our preemption: its pods, PodDisruptionBudgets and grace periods are out of our sight.
         jobs.retain(|job| !self.installation.is_foreign(&job.admin_comment));

@@ -51,9 +51,11 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
     // Marked as replaced first: should the kept job be gone by the next listing, the duplicate's end
     // must not read as the end of the pod.
     let why = "a duplicate placeholder for the same pod";
-    let duplicates: Vec<Step> =
-        decision.duplicates.iter().map(|placeholder| Step::CancelAsReplaced { placeholder, why }).collect();
-    executor::take_all(&ctx, &pod, duplicates).await?;
+    let duplicates = decision.duplicates.iter().map(|placeholder| Step::CancelAsReplaced { placeholder, why });
+    // A job allocated as its tenant, found by its seal: linked for good before anything else.
+    let seal = ctx.installation.seal();
+    let unlinked = live.iter().filter(|p| seal.open(&p.job.comment, p.job.user_id).is_some()).map(Step::WriteLink);
+    executor::take_all(&ctx, &pod, unlinked.chain(duplicates).collect()).await?;
     act(&pod, key, decision.next, &ctx).await
 }
 

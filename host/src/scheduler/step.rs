@@ -31,6 +31,9 @@ pub enum Step<'a> {
     /// Mark the job replaced, then cancel it, saying why in the log: a job so cancelled never ends
     /// its pod.
     CancelAsReplaced { placeholder: &'a Placeholder, why: &'static str },
+    /// Write the admin link of a job allocated as its tenant that names its pod only in its sealed
+    /// comment, and clear the comment.
+    WriteLink(&'a Placeholder),
     /// Remember that Slurm refused a submission for these pods: not submitted again at once.
     RecordRefusal(&'a [PodKey]),
     /// Remember that a submission for these pods got no answer: nothing is submitted for them until a

@@ -77,8 +77,9 @@ async fn submit_alone(
     description: JobDescription,
     ctx: &Context,
 ) -> Result<Action, Error> {
-    if ctx.fast_path && fast_path::applies_to(&description) {
-        match fast_path::allocate(ctx, &description).await {
+    let who = fast_path::allocate_as(&description, ctx.installation.seal().can_seal());
+    if let Some(who) = who.filter(|_| ctx.fast_path) {
+        match fast_path::allocate(ctx, &description, who).await {
             Allocation::Running(job) => {
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
                 ctx.jobs.record_job(key.clone(), (*job).clone());

@@ -39,19 +39,11 @@ impl Slurm for FakeSlurm {
     }
 
     async fn allocate(&self, job: &JobDescription) -> Result<u32, SlurmError> {
-        self.write(format!("allocate {}", job.name), |world| {
-            world.refuse_unknown_nodes(job)?;
-            let id = world.record(job, false);
-            if job.immediate == Some(true) && !world.fits_now(id) {
-                // Slurm keeps the refused attempt's record, ended.
-                world.end(id, "CANCELLED");
-                return Err(SlurmError::NotSubmitted(vec![refusal(
-                    2015,
-                    "Unable to allocate resources: Requested nodes are busy",
-                )]));
-            }
-            Ok(id)
-        })
+        self.write(format!("allocate {}", job.name), |world| world.allocate(job, None))
+    }
+
+    async fn allocate_as(&self, job: &JobDescription, uid: u32) -> Result<u32, SlurmError> {
+        self.write(format!("allocate {} as {uid}", job.name), |world| world.allocate(job, Some(uid)))
     }
 
     async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError> {
@@ -205,6 +197,29 @@ impl NodeSource for FakeSlurm {
 }
 
 impl World {
+    /// An allocation, as `uid` if named: as slurmctld, a user it cannot resolve runs as its nobody
+    /// (99), and an administrator's field is refused.
+    fn allocate(&mut self, job: &JobDescription, uid: Option<u32>) -> Result<u32, SlurmError> {
+        if uid.is_some() && job.admin_comment.is_some() {
+            return Err(SlurmError::NotSubmitted(vec![refusal(2002, "Access/permission denied")]));
+        }
+        self.refuse_unknown_nodes(job)?;
+        let id = self.record(job, false);
+        if let (Some(uid), Some(record)) = (uid, self.jobs.get_mut(&id)) {
+            let resolved = if self.unknown_users.contains(&uid) { 99 } else { uid };
+            (record.user_id, record.group_id) = (Some(resolved), Some(resolved));
+        }
+        if job.immediate == Some(true) && !self.fits_now(id) {
+            // Slurm keeps the refused attempt's record, ended.
+            self.end(id, "CANCELLED");
+            return Err(SlurmError::NotSubmitted(vec![refusal(
+                2015,
+                "Unable to allocate resources: Requested nodes are busy",
+            )]));
+        }
+        Ok(id)
+    }
+
     fn cancel(&mut self, job_id: &str) {
         // An array's id alone names all of its tasks.
         let tasks: Vec<u32> = match job_id.parse::<u64>() {

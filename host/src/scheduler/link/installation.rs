@@ -1,6 +1,7 @@
 //! Which installation of sunk a placeholder belongs to, so that two installations sharing one Slurm
 //! (two releases, or two clusters on one slurmctld) never take each other's jobs for their own.
 
+use super::Seal;
 use crate::vocabulary::INSTALLATION_MARK;
 
 /// One installation: its scheduler name and the UID of its cluster's `kube-system` namespace, which
@@ -8,11 +9,22 @@ use crate::vocabulary::INSTALLATION_MARK;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Installation {
     id: String,
+    seal: Seal,
 }
 
 impl Installation {
     pub fn new(scheduler_name: &str, cluster_uid: &str) -> Self {
-        Self { id: format!("{scheduler_name}@{cluster_uid}") }
+        Self { id: format!("{scheduler_name}@{cluster_uid}"), seal: Seal::default() }
+    }
+
+    /// The installation, sealing links with a key derived from `secret` (see [`Seal`]).
+    pub fn sealing_with(self, secret: &[u8]) -> Self {
+        Self { seal: Seal::keyed_from(secret), ..self }
+    }
+
+    /// How this installation seals links into a field its tenants can write.
+    pub fn seal(&self) -> &Seal {
+        &self.seal
     }
 
     /// `link`, marked as this installation's.

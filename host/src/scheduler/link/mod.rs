@@ -10,11 +10,13 @@ mod hold;
 mod installation;
 #[cfg(test)]
 mod properties;
+mod seal;
 
 pub use array::ArrayLink;
 pub use gang::GangLink;
 pub use hold::{held_node, hold_link};
 pub use installation::Installation;
+pub use seal::Seal;
 
 use crate::vocabulary::{ATTEMPT_MARK, POD_LINK, REPLACED_MARK};
 

@@ -88,6 +88,70 @@ async fn the_fast_path_does_not_take_a_node_a_higher_priority_job_waits_for() ->
     Ok(())
 }
 
+/// A host under a grant (not `trustAnnotations`), running the namespace's placeholders as nobody.
+fn start_granted_fast_host(cluster: &mut Cluster, failpoints: &str) -> anyhow::Result<usize> {
+    let tenancy = cluster.grant(serde_json::json!({"user": NOBODY, "group": NOBODY}))?;
+    cluster.start_host(&[("SUNK_FAST_PATH", "true"), ("SUNK_TENANCY", &tenancy), ("SUNK_FAILPOINTS", failpoints)])
+}
+
+const NOBODY: u32 = 65534;
+
+#[tokio::test]
+async fn a_granted_pod_is_allocated_at_once_as_its_grants_user_and_linked_by_the_host() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("fast-grant").await?;
+    start_granted_fast_host(&mut cluster, "")?;
+    let created = cluster.create_pod(pod("tenant", "1", "256Mi")).await?;
+    let bound = cluster.wait_pod("tenant", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
+    let jobs = cluster.jobs_of(created.metadata.uid.as_deref().unwrap_or_default()).await?;
+    assert_eq!(jobs.len(), 1, "one job: {jobs:?}");
+    let job = &jobs[0];
+    assert!(!job.batch_flag, "an allocation, not a queued placeholder: {job:?}");
+    assert_eq!((job.user_id, job.group_id), (Some(NOBODY), Some(NOBODY)), "the grant's user and group: {job:?}");
+    assert!(job.comment.is_empty(), "the sealed link is cleared once the admin link is written: {job:?}");
+    assert_eq!(node_name(&bound), cluster.kube_node_of(&job.nodes).await?.as_deref());
+    Ok(())
+}
+
+/// The crash window between the allocation (as the tenant, which may not write `admin_comment`) and
+/// the host's writing of the admin link: the restarted host finds the job by its sealed comment.
+#[tokio::test]
+async fn a_host_killed_between_a_tenants_allocation_and_its_link_adopts_the_job() -> anyhow::Result<()> {
+    let mut cluster = Cluster::connect("fast-seal").await?;
+    let doomed = start_granted_fast_host(&mut cluster, "after-allocate")?;
+    let created = cluster.create_pod(pod("sealed", "1", "256Mi")).await?;
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    cluster.wait_host_exit(doomed, BIND).await?;
+
+    let sealed = jobs_naming(&cluster, &uid).await?;
+    assert_eq!(sealed.len(), 1, "one allocation before the crash: {sealed:?}");
+    assert!(sealed[0].admin_comment.is_empty() && sealed[0].comment.contains(";seal="), "{:?}", sealed[0]);
+    assert!(cluster.jobs_of(&uid).await?.is_empty(), "no admin link yet");
+    assert!(node_name(&cluster.pods().get("sealed").await?).is_none(), "and the pod was not bound");
+
+    start_granted_fast_host(&mut cluster, "")?;
+    let bound =
+        cluster.wait_pod("sealed", "the restarted host to bind the pod", BIND, |pod| node_name(pod).is_some()).await?;
+    let (slurm, id) = (&cluster, sealed[0].job_id);
+    let linked = wait_for("the admin link to be written", BIND, || async move {
+        let job = slurm.slurm.job(id).await.ok()??;
+        (!job.admin_comment.is_empty() && job.comment.is_empty()).then_some(job)
+    })
+    .await?;
+    let jobs = jobs_naming(&cluster, &uid).await?;
+    assert_eq!(jobs.len(), 1, "still exactly one job: {jobs:?}");
+    assert_eq!(cluster.jobs_of(&uid).await?.len(), 1, "linked to the pod");
+    assert_eq!(node_name(&bound), cluster.kube_node_of(&linked.nodes).await?.as_deref());
+    Ok(())
+}
+
+/// Every job whose admin link or comment names the pod `uid`.
+async fn jobs_naming(cluster: &Cluster, uid: &str) -> anyhow::Result<Vec<sunk::slurm::Job>> {
+    let sunk::slurm::JobsPage::All { jobs, .. } = cluster.slurm.jobs(None).await? else {
+        anyhow::bail!("a full job listing came back empty")
+    };
+    Ok(jobs.into_iter().filter(|job| job.admin_comment.contains(uid) || job.comment.contains(uid)).collect())
+}
+
 /// `SUNK_PLACEHOLDERS=external` without the fast path: the queued placeholder is a job that launches
 /// nothing where the Slurm has them (26.05), and a batch job where it has not (24.11).
 #[tokio::test]
