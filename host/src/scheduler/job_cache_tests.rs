@@ -218,3 +218,23 @@ async fn at_scale_a_poll_lists_the_jobs_only_when_a_state_moved() {
     cache.refresh(&slurm).await.expect_err("unreachable");
     assert!(cache.unreachable(Duration::from_secs(5)).is_some(), "unreadable states make Slurm unreachable");
 }
+
+#[test]
+fn a_tenants_allocation_is_adopted_by_its_seal_only_as_the_sealed_uid() {
+    let ours = Installation::new("sunk", "test-cluster").sealing_with(b"jwt key");
+    let cache = JobCache::new(ours.clone());
+    let sealed = |id: u32, uid: &str, runs_as: u32| {
+        let link = ours.sign(job(id, uid, "RUNNING").admin_comment.to_string());
+        let comment = ours.seal().seal(&link, 1000).expect("keyed");
+        Job { admin_comment: "".into(), comment, user_id: Some(runs_as), ..job(id, uid, "RUNNING") }
+    };
+    let unresolved = sealed(2, "b", 99);
+    let forged = Job { comment: sealed(3, "c", 1000).comment.replace("pod-c/c", "pod-d/d"), ..job(3, "d", "RUNNING") };
+    let forged = Job { admin_comment: "".into(), user_id: Some(1000), ..forged };
+    cache.replace(vec![sealed(1, "a", 1000), unresolved, forged], 100, Instant::now());
+    let adopted = cache.for_pod("a");
+    assert_eq!(adopted.len(), 1, "adopted by its seal: {adopted:?}");
+    assert_eq!(PodKey::from_link(&adopted[0].job.admin_comment).map(|pod| pod.uid), Some("a".into()));
+    assert!(cache.for_pod("b").is_empty(), "a job running as another uid (slurmctld's nobody) is not the pod's");
+    assert!(cache.for_pod("c").is_empty() && cache.for_pod("d").is_empty(), "a seal edited to name another pod");
+}
