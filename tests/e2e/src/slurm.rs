@@ -44,7 +44,7 @@ pub async fn slurm_node(cluster: &Cluster, name: &str) -> anyhow::Result<Option<
 
 /// Waits until no node of the local cluster's Slurm is COMPLETING, for a test that needs whole nodes.
 /// A job cancelled soon after its launch can hold its node COMPLETING for 60-100 s on 26.05.5, even
-/// once its batch step is listed ([`wait_batch_launched`]): slurmctld's first terminate request is
+/// once its batch step is listed ([`wait_launched`]): slurmctld's first terminate request is
 /// lost and only its resend ends the job (`completion process took 63 seconds`). The previous test
 /// may have left such a node.
 pub async fn wait_no_node_completing(cluster: &Cluster) -> anyhow::Result<()> {
@@ -62,12 +62,17 @@ pub fn slurmrestd_frozen() -> anyhow::Result<Frozen> {
     Frozen::component("slurmrestd")
 }
 
-/// Waits until slurmd has launched the batch job `job` (`123`, or an array task `123_4`): its batch
-/// step is listed. A job cancelled while its launch is under way can stay COMPLETING on its node for
-/// about 90 s (26.05.5: slurmd's "epilog complete" message failed to connect, and slurmctld only
-/// learnt the job was over when it resent the terminate request), holding the node's CPUs; a test
-/// that frees a node by cancelling its job waits for this first.
-pub async fn wait_batch_launched(job: &str) -> anyhow::Result<()> {
+/// Waits until slurmd has launched the job `job` (`123`, or an array task `123_4`): a batch job's
+/// batch step is listed; an allocation (no script: the fast path's) launches nothing and is ready as
+/// it is. A job cancelled while its launch is under way can stay COMPLETING on its node for about
+/// 90 s (26.05.5: slurmd's "epilog complete" message failed to connect, and slurmctld only learnt the
+/// job was over when it resent the terminate request), holding the node's CPUs; a test that frees a
+/// node by cancelling its job waits for this first.
+pub async fn wait_launched(job: &str) -> anyhow::Result<()> {
+    let record = in_slurm_root(&["scontrol", "show", "job", "-o", job])?;
+    if record.split_whitespace().any(|field| field == "BatchFlag=0") {
+        return Ok(());
+    }
     let batch = format!("{job}.batch");
     crate::wait_for(&format!("job {job}'s batch step to be launched"), std::time::Duration::from_secs(60), || async {
         let steps = in_slurm_root(&["squeue", "-h", "-s", "-j", job, "-o", "%i"]).ok()?;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sunk::slurm::JobState;
-use sunk_e2e::{Cluster, metric_value, node_name, pod, slurmrestd_frozen, wait_batch_launched, wait_for};
+use sunk_e2e::{Cluster, metric_value, node_name, pod, slurmrestd_frozen, wait_for, wait_launched};
 
 const BIND: Duration = Duration::from_secs(60);
 const PODS: usize = 6;
@@ -91,7 +91,7 @@ async fn a_burst_goes_as_job_arrays_and_each_task_is_its_pods_alone() -> anyhow:
         .find(|(_, job)| job.state() == JobState::Running)
         .map(|(pod, job)| (pod.name.clone(), job.target()))
         .expect("four run");
-    wait_batch_launched(&task).await?;
+    wait_launched(&task).await?;
     cluster.delete_pod(&running).await?;
     wait_for("the last waiting pod to be bound", BIND, || async {
         let pods = cluster.pods().list(&Default::default()).await.ok()?;

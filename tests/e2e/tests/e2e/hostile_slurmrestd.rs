@@ -10,7 +10,7 @@ use kube::api::ListParams;
 use sunk::slurm::JobState;
 use sunk_e2e::{
     Answer, Cluster, HostileProxy, NodeGuard, create_nodeset, node_name, pod, scheduled_condition, slurm_node,
-    slurmrestd_address, wait_batch_launched, wait_for,
+    slurmrestd_address, wait_for, wait_launched,
 };
 
 const NODES: [&str; 2] = ["kube-node-4", "kube-node-5"];
@@ -108,7 +108,7 @@ async fn a_hostile_slurmrestd_ends_nothing_and_the_host_recovers_once_answers_ar
         );
         let jobs = cluster.jobs_of(&waiting_uid).await?;
         assert_eq!(jobs.len(), 1, "{answer:?}: one job for {name}");
-        wait_batch_launched(&jobs[0].target()).await?;
+        wait_launched(&jobs[0].target()).await?;
         cluster.delete_pod(&name).await?;
         // Its CPU is free again once Slurm has finished with the job (COMPLETING holds it).
         wait_for(&format!("{name}'s job to be over"), BIND, || async {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sunk::slurm::{Job, JobState};
 use sunk_e2e::{
-    Cluster, NodeGuard, create_nodeset, in_slurm_root, node_name, pod, slurm_node, wait_batch_launched, wait_for,
+    Cluster, NodeGuard, create_nodeset, in_slurm_root, node_name, pod, slurm_node, wait_for, wait_launched,
 };
 
 const BIND: Duration = Duration::from_secs(30);
@@ -230,7 +230,7 @@ async fn deleting_an_excluded_node_and_restarting_slurmctld_keeps_the_job() -> a
     // No scheduler from here on, so nothing takes the node out of the job before slurmctld restarts.
     cluster.kill_host(SCHEDULER)?;
     let filler_3 = cluster.jobs_of(&uid(&cluster, filler_on["kube-node-3"]).await?).await?[0].job_id.to_string();
-    wait_batch_launched(&filler_3).await?;
+    wait_launched(&filler_3).await?;
     in_slurm_root(&["scancel", &filler_3])?;
     nodes.taint("kube-node-3", TAINT, "NoExecute")?;
     wait_for("the NodeSet to delete Slurm node kube-node-3", REGISTER, || async {

@@ -183,7 +183,7 @@ async fn a_preempted_task_of_a_job_array_goes_without_its_siblings() -> anyhow::
     assert_eq!(spared.state(), JobState::Running, "the sibling task keeps running: {spared:?}");
     // Cancelled (on drop) while its launch is still under way, the sibling would hold its node
     // COMPLETING for about 90 s, past the next test's wait for that node.
-    sunk_e2e::wait_batch_launched(&sibling.target()).await?;
+    sunk_e2e::wait_launched(&sibling.target()).await?;
     drop(high);
     Ok(())
 }
