@@ -78,7 +78,8 @@ async fn submit_alone(
     ctx: &Context,
 ) -> Result<Action, Error> {
     let who = fast_path::allocate_as(&description, ctx.installation.seal().can_seal());
-    if let Some(who) = who.filter(|_| ctx.fast_path) {
+    let fast = ctx.fast_path && !pod_rules::concern(pod, &ctx.pod_rules());
+    if let Some(who) = who.filter(|_| fast) {
         match fast_path::allocate(ctx, &description, who).await {
             Allocation::Running(job) => {
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");

@@ -60,6 +60,14 @@ impl PodPlacement {
     }
 }
 
+/// Whether pod-level rules concern `pod`: its own pod (anti-)affinity or spread, or any pod's required
+/// anti-affinity, which may refuse it. Such a pod's place depends on where its neighbours go, which
+/// this host learns of Slurm's placements from its listings: it is placed by Slurm's scheduling pass,
+/// which one listing shows whole, not by an allocation bound before the listing shows its neighbours.
+pub fn concern(pod: &WatchedPod, views: &Views) -> bool {
+    first_rule(pod).is_some() || views.refusers.any()
+}
+
 /// The first pod-level rule the pod carries, by field, if any.
 fn first_rule(pod: &WatchedPod) -> Option<&'static str> {
     let spec = pod.spec.as_ref()?;
