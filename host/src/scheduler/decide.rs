@@ -29,8 +29,8 @@ pub struct Facts<'a> {
     pub jobs_listed: bool,
     /// The pod's jobs that have not ended, oldest first (for a bound pod, the one on its Node first).
     pub live: &'a [Placeholder],
-    /// Its jobs that ended, oldest first, leaving out jobs the host replaced and refused immediate
-    /// allocations (neither ends a pod).
+    /// Its jobs that ended, oldest first, leaving out jobs the host replaced and immediate
+    /// allocations that came to nothing (neither ends a pod).
     pub ended: &'a [Placeholder],
     /// A leaving pod's containers may still run on its Node (its allocation stays the pod's).
     pub containers_may_run: bool,

@@ -47,7 +47,7 @@ pub use job_cache::JobCache;
 /// How a hold job of the pool is known, and what it is made of.
 pub use link::held_node;
 pub(crate) use link::hold_link;
-pub use link::{Installation, PodKey, is_refused_attempt, linked, linked_pods};
+pub use link::{Installation, PodKey, is_failed_attempt, linked, linked_pods};
 pub use metrics::SchedulerMetrics;
 /// How the kubelet counts a pod, for the pool's ledger.
 pub(crate) use node_room::is_counted;

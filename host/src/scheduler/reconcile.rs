@@ -43,9 +43,10 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
         // after all), the one on the pod's Node is the pod's; the other is the duplicate.
         live.sort_by_key(|p| ctx.slurmd.kube_node_of(&p.job.nodes).as_ref() != Some(node));
     }
-    // A job the host cancelled to replace it, or an immediate allocation Slurm refused, never ends the pod.
+    // A job the host cancelled to replace it, or an immediate allocation that came to nothing, never
+    // ends the pod.
     let ended: Vec<_> =
-        ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_refused_attempt(&p.job)).collect();
+        ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_failed_attempt(&p.job)).collect();
     let facts = observe(&pod, &key, &live, &ended, bound_to.as_deref(), &ctx);
     let decision = decide(&facts);
     // Marked as replaced first: should the kept job be gone by the next listing, the duplicate's end

@@ -274,7 +274,7 @@ impl Cluster {
     }
 
     /// Every placeholder job (any state) of this test's pods, from one job listing (a gang's job once
-    /// per member, an array's pending tasks each as its own), refused immediate allocations left out.
+    /// per member, an array's pending tasks each as its own), immediate allocations that came to nothing left out.
     pub async fn jobs_in_namespace(&self) -> anyhow::Result<Vec<(sunk::scheduler::PodKey, Job)>> {
         let JobsPage::All { jobs, .. } = self.slurm.jobs(None).await? else {
             bail!("a full job listing came back empty")
@@ -282,7 +282,7 @@ impl Cluster {
         Ok(jobs
             .into_iter()
             .flat_map(|job| sunk::scheduler::linked(&job))
-            .filter(|(pod, job)| pod.namespace == self.namespace && !sunk::scheduler::is_refused_attempt(job))
+            .filter(|(pod, job)| pod.namespace == self.namespace && !sunk::scheduler::is_failed_attempt(job))
             .collect())
     }
 
@@ -345,7 +345,7 @@ impl Cluster {
     /// count them as the pod's job either.
     pub async fn jobs_of(&self, uid: &str) -> anyhow::Result<Vec<Job>> {
         let jobs = self.every_job_of(uid).await?;
-        Ok(jobs.into_iter().filter(|job| !sunk::scheduler::is_refused_attempt(job)).collect())
+        Ok(jobs.into_iter().filter(|job| !sunk::scheduler::is_failed_attempt(job)).collect())
     }
 
     /// Every job linked to the pod, immediate allocations Slurm refused included.

@@ -38,6 +38,8 @@ struct World {
     reachable: bool,
     /// The next change finds slurmctld gone (restarting) behind a slurmrestd that answers.
     reset_next_write: bool,
+    /// The next allocation is granted and killed, its answer lost.
+    lose_next_allocation: bool,
     /// Every request that changed something, as `verb target` (`cancel 12`, `drain n1`), in order.
     requests: Vec<String>,
     /// Listings answered, by call (`jobs`, `job states`, `nodes`).
@@ -98,6 +100,13 @@ impl FakeSlurm {
     /// the error list 26.05's gave then (error 104, connection reset), and nothing changes.
     pub fn reset_next_write(&self) {
         self.world.lock().expect("fake Slurm").reset_next_write = true;
+    }
+
+    /// The next allocation is granted, then killed by slurmctld because it cannot deliver the answer
+    /// (`Job allocate response msg send failure`: slurmrestd restarted mid-call): the job ends FAILED
+    /// on the node it was given, and the request gets no answer.
+    pub fn lose_next_allocation(&self) {
+        self.world.lock().expect("fake Slurm").lose_next_allocation = true;
     }
 
     /// The job (`12` or `10_3`) ends as its script would, with `state` (`COMPLETED`, `FAILED`...).

@@ -217,6 +217,14 @@ impl World {
                 "Unable to allocate resources: Requested nodes are busy",
             )]));
         }
+        if std::mem::take(&mut self.lose_next_allocation) {
+            self.start_what_fits();
+            let given = self.jobs[&id].nodes.clone();
+            self.end(id, "FAILED");
+            let killed = self.jobs.get_mut(&id).expect("just recorded");
+            (killed.nodes, killed.state_reason) = (given, "RaisedSignal".into());
+            return Err(SlurmError::NoAnswer("the fake slurmrestd (restarted mid-answer)", std::time::Duration::ZERO));
+        }
         Ok(id)
     }
 

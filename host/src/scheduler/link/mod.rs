@@ -103,9 +103,14 @@ pub fn attempt(admin_comment: &str) -> String {
     format!("{admin_comment}{ATTEMPT_MARK}")
 }
 
-/// Whether a job is an immediate allocation Slurm refused (it ended without ever holding a node).
-pub fn is_refused_attempt(job: &crate::slurm::Job) -> bool {
-    job.admin_comment.contains(ATTEMPT_MARK) && job.nodes.is_empty() && job.state() == crate::slurm::JobState::Ended
+/// Whether a job is an immediate allocation that came to nothing, which never ends its pod: one
+/// Slurm refused (it ended without ever holding a node), or one slurmctld granted and then killed
+/// because it could not deliver the answer (`Job allocate response msg send failure`, as when
+/// slurmrestd restarts mid-call): it ends FAILED, and an allocation runs nothing that could fail.
+pub fn is_failed_attempt(job: &crate::slurm::Job) -> bool {
+    let refused = job.nodes.is_empty();
+    let killed = job.job_state.iter().any(|state| state == "FAILED");
+    job.admin_comment.contains(ATTEMPT_MARK) && job.state() == crate::slurm::JobState::Ended && (refused || killed)
 }
 
 /// The `admin_comment` that marks a job as replaced (see [`is_replaced`]).
@@ -136,10 +141,14 @@ mod tests {
             job_state: vec!["FAILED".into()],
             ..Default::default()
         };
-        assert!(is_refused_attempt(&refused));
+        assert!(is_failed_attempt(&refused));
         assert_eq!(PodKey::from_link(&refused.admin_comment), Some(key.clone()));
-        let granted = crate::slurm::Job { nodes: "n1".into(), ..refused };
-        assert!(!is_refused_attempt(&granted), "an allocation that ran ends its pod as any job does");
+        let killed = crate::slurm::Job { nodes: "n1".into(), ..refused };
+        assert!(is_failed_attempt(&killed), "granted, then killed as its answer could not be delivered");
+        let cancelled = crate::slurm::Job { job_state: vec!["CANCELLED".into()], ..killed.clone() };
+        assert!(!is_failed_attempt(&cancelled), "an allocation that held its node ends its pod as any job does");
+        let running = crate::slurm::Job { job_state: vec!["RUNNING".into()], ..killed };
+        assert!(!is_failed_attempt(&running));
         assert!(!is_replaced(&crate::slurm::Job { admin_comment: key.link().into(), ..Default::default() }));
     }
 }

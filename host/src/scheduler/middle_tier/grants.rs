@@ -118,3 +118,43 @@ async fn a_pod_whose_uid_slurmctld_cannot_resolve_says_so_once_and_is_bound_once
     assert!(world.node_of("stranger").is_some(), "{:?}", world.scheduled("stranger"));
     assert_eq!(world.job_of("stranger").map(|job| job.job_id), Some(job.job_id), "the same job");
 }
+
+fn ml_granted_1000() -> Tenancy {
+    Tenancy::parse(r#"{"grants": [{"namespaces": ["ml"], "user": 1000, "group": 1000}]}"#, "test")
+        .expect("a tenancy document")
+}
+
+/// As the chart installs the host: a granted pod is allocated at once, as its grant's user, and the
+/// administrator's link is written over the sealed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_pod_is_allocated_at_once_as_its_user_and_linked() {
+    let mut world = World::fast(ml_granted_1000()).await;
+    world.create("a", "1", json!({}), json!({}));
+    world.settle().await;
+
+    assert!(world.node_of("a").is_some(), "{:?}", world.scheduled("a"));
+    let job = world.job_of("a").expect("the pod's allocation, linked by the administrator");
+    assert!(!job.batch_flag, "an allocation, not a queued batch job: {job:?}");
+    assert_eq!((job.user_id, job.group_id), (Some(1000), Some(1000)));
+    assert_eq!(world.slurm.all_jobs().len(), 1);
+}
+
+/// slurmrestd restarting mid-allocation: slurmctld cannot deliver the answer and kills the job it
+/// granted (FAILED, on the node it gave). That job never served the pod: the pod is allocated
+/// again, not told its job "failed before it ran".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allocation_killed_because_its_answer_was_lost_is_made_again() {
+    let mut world = World::fast(ml_granted_1000()).await;
+    world.slurm.lose_next_allocation();
+    world.create("a", "1", json!({}), json!({}));
+    world.settle().await;
+
+    assert!(world.node_of("a").is_some(), "{:?}: {}", world.scheduled("a"), message(&world, "a"));
+    let jobs = world.slurm.all_jobs();
+    let killed: Vec<_> = jobs.iter().filter(|job| job.job_state == ["FAILED"]).collect();
+    assert_eq!(killed.len(), 1, "{jobs:?}");
+    assert!(!killed[0].nodes.is_empty(), "killed after it was given a node: {killed:?}");
+    let live = world.slurm.live_jobs();
+    assert_eq!(live.len(), 1, "one job serves the pod: {live:?}");
+    assert_eq!(world.job_of("a").map(|job| job.job_id), Some(live[0].job_id));
+}

@@ -95,6 +95,18 @@ impl World {
 
     /// A world whose namespaces get what `tenancy` grants.
     pub async fn granted(tenancy: Tenancy) -> Self {
+        Self::build(tenancy, false).await
+    }
+
+    /// A granted world whose pods are first tried as immediate allocations, as the chart installs
+    /// the host: a grant's pods allocated as its user, their links sealed.
+    pub async fn fast(tenancy: Tenancy) -> Self {
+        Self::build(tenancy, true).await
+    }
+
+    async fn build(tenancy: Tenancy, fast_path: bool) -> Self {
+        let installation = Installation::new("sunk", "test-cluster");
+        let installation = if fast_path { installation.sealing_with(b"middle-tier") } else { installation };
         let slurm = Arc::new(FakeSlurm::with_nodes("slurm", 2, 2));
         let api = FakeApi::default();
         let client = api.client();
@@ -131,7 +143,7 @@ impl World {
             pods,
             gang_locks: gang::GroupLocks::default(),
             slurm: slurm.clone(),
-            jobs: super::JobCache::default(),
+            jobs: super::JobCache::new(installation.clone()),
             policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),
             grants: super::Grants::new(Arc::new(tenancy), Some(namespaces)),
             slurmd: slurmd.clone(),
@@ -145,10 +157,10 @@ impl World {
                 kill_wait_seconds: 60,
             },
             metrics: SchedulerMetrics::default(),
-            fast_path: false,
+            fast_path,
             placeholders: Placeholders::Batch,
-            batches: batch::Batches::new(1, Installation::new("sunk", "test-cluster")),
-            installation: Installation::new("sunk", "test-cluster"),
+            batches: batch::Batches::new(1, installation.clone()),
+            installation,
             preemption: false,
             preemptions: preemption::InFlight::default(),
             requeued_seen: preemption::by_slurm::FirstSeen::default(),

@@ -146,7 +146,7 @@ impl Invariants {
         let placeholders: Vec<(sunk::scheduler::PodKey, Job)> = jobs
             .iter()
             .flat_map(sunk::scheduler::linked)
-            .filter(|(pod, job)| pod.namespace == cluster.namespace && !sunk::scheduler::is_refused_attempt(job))
+            .filter(|(pod, job)| pod.namespace == cluster.namespace && !sunk::scheduler::is_failed_attempt(job))
             .collect();
         self.one_live_job_per_pod(&placeholders);
         self.no_job_without_its_pod(&placeholders, &pods);
