@@ -2,7 +2,7 @@
 # commands (auth/slurm, 24.11 and later) authenticate through a local daemon's socket (slurmctld,
 # slurmd or sackd), which these pods do not have; slurmrestd takes a JWT signed with the cluster's
 # JWT key instead.
-# Env: SLURMRESTD (host:port), JWT_KEY (path of the key).
+# Env: SLURMRESTD (host:port), JWT_KEY (path of the key), SLURM_USER (whom its tokens name).
 
 b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
 
@@ -39,10 +39,11 @@ jwt() {
   printf '%s.%s.%s' "$header" "$payload" "$sig"
 }
 
-# slurm_get PATH: slurmrestd's whole response (status line, headers, body) to a GET as root.
+# slurm_get PATH: slurmrestd's whole response (status line, headers, body) to a GET as the host's
+# Slurm user (SLURM_USER, the chart's `slurm.user`: SlurmUser by default).
 slurm_get() {
   local token
-  token=$(jwt root)
+  token=$(jwt "$SLURM_USER")
   exec 3<>"/dev/tcp/${SLURMRESTD%:*}/${SLURMRESTD#*:}"
   # Connection: close, or slurmrestd 26.05 keeps even an HTTP/1.0 connection open (until its idle
   # time-out) and the read below waits for it.

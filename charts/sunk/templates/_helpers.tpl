@@ -171,6 +171,7 @@ JWT they sign with the cluster's key (files/slurm-api.sh). */}}
 {{- define "sunk.hookEnv" -}}
 - {name: SLURMRESTD, value: "{{ include "sunk.slurmrestd" . }}.{{ include "sunk.svcDomain" . }}:6820"}
 - {name: JWT_KEY, value: /etc/sunk/jwt/jwt.key}
+- {name: SLURM_USER, value: {{ .Values.slurm.user | quote }}}
 {{- end }}
 {{- define "sunk.hookMounts" -}}
 - {name: scripts, mountPath: /etc/sunk/scripts, readOnly: true}

@@ -23,8 +23,9 @@ pub struct HostArgs {
     /// The cluster's JWT key (AuthAltParameters=jwt_key=...); the host signs its own tokens with it.
     #[arg(long, env = "SUNK_SLURM_JWT_KEY")]
     pub(super) slurm_jwt_key: PathBuf,
-    /// The Slurm user the host acts as. Placeholders carry an admin comment, so it must be an administrator.
-    #[arg(long, env = "SUNK_SLURM_USER", default_value = "root")]
+    /// The Slurm user the host acts as: SlurmUser (or root), the only users slurmctld lets write an
+    /// admin comment, submit a job as another user and name one in `X-SLURM-USER-NAME`.
+    #[arg(long, env = "SUNK_SLURM_USER", default_value = "slurm")]
     pub(super) slurm_user: String,
     /// Pods with this `spec.schedulerName` are scheduled through Slurm.
     #[arg(long, env = "SUNK_SCHEDULER_NAME", default_value = "sunk")]
