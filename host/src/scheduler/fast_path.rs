@@ -3,7 +3,8 @@
 //! milliseconds instead of at slurmctld's next scheduling pass. Slurm grants an immediate allocation
 //! only to a job that could start now and is the top priority of its partition, so it never jumps
 //! ahead of higher-priority pending work; when it is refused, the queued batch placeholder is used.
-//! A pod that pod-level rules concern is left to the queue (`pod_rules::concern`).
+//! A pod that pod-level rules concern is left to the queue (`pod_rules::concern`), and so is a pod that
+//! comes while a burst is on (`batch::Batches::in_burst`).
 //!
 //! The allocation carries the same admin comment as a placeholder, so everything else (binding,
 //! cancelling, restarts) treats it the same. It runs no script and holds its node until cancelled or

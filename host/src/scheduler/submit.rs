@@ -78,7 +78,7 @@ async fn submit_alone(
     ctx: &Context,
 ) -> Result<Action, Error> {
     let who = fast_path::allocate_as(&description, ctx.installation.seal().can_seal());
-    let fast = ctx.fast_path && !pod_rules::concern(pod, &ctx.pod_rules());
+    let fast = ctx.fast_path && !ctx.batches.in_burst() && !pod_rules::concern(pod, &ctx.pod_rules());
     if let Some(who) = who.filter(|_| fast) {
         match fast_path::allocate(ctx, &description, who).await {
             Allocation::Running(job) => {

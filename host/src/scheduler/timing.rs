@@ -54,6 +54,9 @@ pub const PREEMPTION_SETTLE: Duration = Duration::from_secs(10);
 /// How long a turn of job-array submission keeps the pods that arrive waiting, at most: a submission
 /// that meets one of slurmctld 24.11's 5 s connection stalls must not hold up a whole burst behind it.
 pub const LONGEST_TURN: Duration = Duration::from_millis(250);
+/// How long after a job array went a burst is taken to be on: a pod alone in its turn then is queued
+/// with the burst instead of trying the fast path (see `batch::Batches::in_burst`).
+pub const BURST_LINGERS: Duration = Duration::from_secs(1);
 /// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports
 /// its containers stopped must not hold a Slurm node for ever).
 pub const STOP_GRACE: Duration = Duration::from_secs(30);

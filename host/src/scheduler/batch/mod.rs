@@ -9,12 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::channel::oneshot;
 use tokio::sync::OwnedMutexGuard;
 
 use super::link::{ArrayLink, Installation, PodKey};
-use super::timing::LONGEST_TURN;
+use super::timing::{BURST_LINGERS, LONGEST_TURN};
 use crate::slurm::{JobDescription, SharedText, Slurm, SlurmError};
 
 /// The most tasks one array gets (Slurm's `MaxArraySize` defaults to 1001; the link in every task's
@@ -72,13 +73,30 @@ pub struct Batches {
     max_tasks: usize,
     /// Whose arrays these are (their links say so).
     installation: Arc<Installation>,
+    /// When the last array was submitted.
+    last_array: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Batches {
     /// Arrays of at most `max_tasks` tasks, linked as `installation`'s; 1 submits every pod alone.
     pub fn new(max_tasks: usize, installation: Installation) -> Self {
         let max_tasks = max_tasks.clamp(1, MAX_TASKS);
-        Self { waiting: Arc::default(), turn: Arc::default(), max_tasks, installation: Arc::new(installation) }
+        Self {
+            waiting: Arc::default(),
+            turn: Arc::default(),
+            max_tasks,
+            installation: Arc::new(installation),
+            last_array: Arc::default(),
+        }
+    }
+
+    /// Whether a burst is on: an array went less than [`BURST_LINGERS`] ago. A pod alone in its turn
+    /// then is queued rather than allocated at once: Slurm refuses an immediate allocation while the
+    /// burst's jobs are pending ahead of it (a round trip, and a FAILED record, for nothing), and one
+    /// it granted would overtake the pods that came before.
+    pub fn in_burst(&self) -> bool {
+        let last = *self.last_array.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        last.is_some_and(|at| at.elapsed() < BURST_LINGERS)
     }
 
     /// Waits for this pod's turn. Whoever gets the turn submits everything waiting by then; the pod
@@ -120,6 +138,7 @@ impl Batches {
     /// One array per namespace and shape (at most `max_tasks` pods each), every pod answered. The link
     /// names pods by namespace, so pods of other namespaces go in arrays of their own.
     async fn submit_together(&self, slurm: &dyn Slurm, batch: Vec<Waiting>) {
+        *self.last_array.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Instant::now());
         let mut shapes: BTreeMap<(String, String), Vec<Waiting>> = BTreeMap::new();
         for waiting in batch {
             let key = (waiting.pod.namespace.clone(), shape(&waiting.description));
@@ -255,6 +274,7 @@ mod tests {
         while batches.lock().len() < 2 {
             tokio::task::yield_now().await;
         }
+        assert!(!batches.in_burst(), "one pod alone is no burst");
         drop(turn);
         for waiter in waiters {
             // Both were in one array; slurmrestd is unreachable here, so both hear why.
@@ -263,5 +283,6 @@ mod tests {
                 _ => panic!("a waiting pod must be submitted with the others"),
             }
         }
+        assert!(batches.in_burst(), "pods that arrive now belong to the burst");
     }
 }
