@@ -1,5 +1,7 @@
 //! A running placeholder: bind its pod where Slurm put it, unless the pod may not run there (a taint
-//! or label that appeared after the job was submitted), in which case the job is replaced.
+//! or label that appeared after the job was submitted, or a neighbour placed since that its pod-level
+//! rules refuse), in which case the job is replaced. Every pod bound is assumed bound at once
+//! (`placement::assumed`), before the pod watch shows it.
 
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
@@ -11,6 +13,7 @@ use super::conditions::WaitReason;
 use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
+use super::placement::pod_rules;
 use super::step::{Again, Plan, Step};
 use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
 use super::{executor, node_room};
@@ -99,7 +102,21 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
         Some(node) if may_wait => room_held(pod, node, ctx).await,
         _ => None,
     };
-    executor::execute(ctx, pod, binding(placeholder, node, leaving)).await
+    let uid = pod.uid().unwrap_or_default();
+    if let Some(kube_node) = node.as_deref().filter(|_| leaving.is_none()) {
+        if !pod_rules::concern(pod, &ctx.pod_rules()) {
+            ctx.assumed.assume(&uid, kube_node);
+        } else if let Some(why) = ctx.assumed.judge_then_assume(&uid, kube_node, || misplaced(pod, placeholder, ctx)) {
+            // A neighbour bound since the pass observed refuses the Node: the next pass replaces the job.
+            tracing::info!(pod = %placeholder.pod.name, %why, "not bound: a pod placed meanwhile refuses the node");
+            return Ok(Action::requeue(RETRY));
+        }
+    }
+    let bound = executor::execute(ctx, pod, binding(placeholder, node, leaving)).await;
+    if bound.is_err() {
+        ctx.assumed.forget(&uid);
+    }
+    bound
 }
 
 /// The binding of a pod whose job runs: to `node`, the Kubernetes Node hosting the slurmd of the

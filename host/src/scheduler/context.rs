@@ -14,7 +14,7 @@ use super::link::Installation;
 use super::metrics::SchedulerMetrics;
 use super::placeholder::{PlaceholderKind, Placeholders};
 use super::placement::Placement;
-use super::placement::{placement_checks, pod_rules, shared_neighbourhood, volume_stores};
+use super::placement::{assumed, placement_checks, pod_rules, shared_neighbourhood, volume_stores};
 use super::scope::Scope;
 use super::slurmd_pods::SlurmdPods;
 use super::watched_pod::WatchedPod;
@@ -100,6 +100,8 @@ pub struct Context {
     /// Every pod of the cluster (see [`Config::every_pod`]), and those bound, indexed once per poll.
     pub every_pod: Option<reflector::Store<WatchedPod>>,
     pub refusers: shared_neighbourhood::SharedNeighbourhood,
+    /// The pods this host bound, until the pod watch shows them bound.
+    pub assumed: assumed::Assumed,
     /// The claims, volumes and classes, when the host reads them (see [`Config::volume_topology`]).
     pub volumes: Option<volume_stores::VolumeStores>,
 }
@@ -115,6 +117,7 @@ impl Context {
             grants: &self.grants,
             every_pod: self.every_pod.as_ref(),
             refusers: &self.refusers,
+            assumed: &self.assumed,
             volumes: self.volumes.as_ref(),
         }
     }

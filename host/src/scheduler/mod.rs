@@ -183,6 +183,7 @@ pub async fn run(
         slurm_rules,
         decide_again: changed_tx,
         refusers: refusers.clone(),
+        assumed: Default::default(),
         every_pod: config.every_pod.clone(),
         volumes: volumes.clone(),
     });

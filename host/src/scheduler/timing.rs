@@ -57,6 +57,9 @@ pub const LONGEST_TURN: Duration = Duration::from_millis(250);
 /// How long after a job array went a burst is taken to be on: a pod alone in its turn then is queued
 /// with the burst instead of trying the fast path (see `batch::Batches::in_burst`).
 pub const BURST_LINGERS: Duration = Duration::from_secs(1);
+/// How long a pod this host bound counts as bound before the pod watch shows it (the watch takes
+/// well under a second; a binding the API server never took is forgotten at once).
+pub const ASSUMED_FOR: Duration = Duration::from_secs(30);
 /// How long past its grace period a deleted pod may keep its allocation (a kubelet that never reports
 /// its containers stopped must not hold a Slurm node for ever).
 pub const STOP_GRACE: Duration = Duration::from_secs(30);

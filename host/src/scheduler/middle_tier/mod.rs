@@ -168,6 +168,7 @@ impl World {
             decide_again,
             every_pod: None,
             refusers: Default::default(),
+            assumed: Default::default(),
             volumes: Some(VolumeStores::new(claims, volumes, classes)),
         };
         let world = Self {

@@ -11,10 +11,11 @@
 //! The Node's own rules are judged here ([`Placement`], by `node_fit`); the rules about other pods
 //! (`pod_affinity`, `topology_spread`, over a `neighbourhood` drawn from `shared_neighbourhood`) and
 //! about claimed volumes (`volume_topology`, over `volume_stores`) narrow that verdict in `pod_rules`;
-//! `exclusions` makes a verdict the job's excluded nodes, and `placement_checks` remembers which
-//! waiting jobs are in line. No module here imports one that imports it back, nor the scheduler's
+//! `exclusions` makes a verdict the job's excluded nodes, `placement_checks` remembers which
+//! waiting jobs are in line, and `assumed` holds the pods this host bound until the watch shows them. No module here imports one that imports it back, nor the scheduler's
 //! `Context`: `pod_rules` is handed the views it reads ([`pod_rules::Views`]).
 
+pub mod assumed;
 #[doc(hidden)]
 pub mod bench;
 pub mod exclusions;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::assumed::Assumed;
 use super::neighbourhood::Neighbourhood;
 use super::pod_affinity::{PodRules, judge};
 use super::shared_neighbourhood::{BoundPods, SharedNeighbourhood};
@@ -37,6 +38,8 @@ pub struct Views<'a> {
     /// Every pod of the cluster, when the host reads them.
     pub every_pod: Option<&'a Store<WatchedPod>>,
     pub refusers: &'a SharedNeighbourhood,
+    /// The pods this host bound that the pod watch may not show bound yet.
+    pub assumed: &'a Assumed,
     /// The claims, volumes and classes, when the host reads them.
     pub volumes: Option<&'a VolumeStores>,
 }
@@ -132,8 +135,16 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, views: &Views, before: u32) -
     let (nodes, own) = (views.nodes.state(), views.pods.state());
     let kube_node_of = views.slurmd.kube_nodes();
     let mut neighbourhood = Neighbourhood::sharing(nodes.iter().map(AsRef::as_ref), &bound);
+    // A pod this host bound counts where it was bound, whatever its job's id.
+    let assumed = |uid: &str| {
+        let node = views.assumed.node_of(uid)?;
+        nodes.iter().find_map(|kube| kube.metadata.name.as_deref().filter(|name| *name == node))
+    };
     let placed_by_slurm = |other: &WatchedPod| {
         let uid = other.metadata.uid.as_deref()?;
+        if let Some(node) = assumed(uid) {
+            return Some(node);
+        }
         let running = views.jobs.for_pod(uid).into_iter().find(|placeholder| {
             placeholder.job.state() == crate::slurm::JobState::Running && placeholder.job.job_id < before
         })?;
