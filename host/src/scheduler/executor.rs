@@ -92,7 +92,8 @@ async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(
 async fn write_link(ctx: &Context, placeholder: &Placeholder) -> Result<(), Error> {
     let Some(job_id) = placeholder.job.update_id() else { return Ok(()) };
     let admin_comment = Some(placeholder.job.admin_comment.to_string());
-    let update = JobUpdate { admin_comment, comment: Some(String::new()), ..Default::default() };
+    let comment = Some(link::carried(&placeholder.job.comment).to_owned());
+    let update = JobUpdate { admin_comment, comment, ..Default::default() };
     ctx.slurm.update_job(&job_id, &update).await?;
     tracing::info!(job = job_id, pod = %placeholder.pod.name, "wrote the admin link of an allocation found by its seal");
     Ok(())

@@ -67,6 +67,8 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription, who: Allocate
         }
         AllocateAs::Tenant { uid, .. } => {
             let sealed = admin_link.as_deref().and_then(|link| ctx.installation.seal().seal(link, uid));
+            // The job-mapper's comment rides after the seal, for a host that writes the link later.
+            let sealed = sealed.map(|sealed| format!("{sealed}{}", placeholder.comment.as_deref().unwrap_or_default()));
             let request = JobDescription { admin_comment: None, comment: sealed, ..request };
             ctx.slurm.allocate_as(&request, uid).await.map(|job_id| (job_id, request))
         }

@@ -16,7 +16,7 @@ pub use array::ArrayLink;
 pub use gang::GangLink;
 pub use hold::{held_node, hold_link};
 pub use installation::Installation;
-pub use seal::Seal;
+pub use seal::{Seal, carried};
 
 use crate::vocabulary::{ATTEMPT_MARK, POD_LINK, REPLACED_MARK};
 

@@ -2,12 +2,16 @@
 //! its tenant may not carry an administrator's field, so until the host writes its `admin_comment`
 //! the job names its pod here. The seal is an HMAC of the link and the uid it was allocated as, keyed
 //! from the cluster's JWT key, which tenants never hold: a tenant can copy a seal onto another job
-//! of the same user, never make one for another pod or user.
+//! of the same user, never make one for another pod or user. What follows the seal's tag is the
+//! job-mapper's own comment ([`carried`]), given back when the host writes the link.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::vocabulary::{SEAL_MARK, SEALED_UID_MARK};
+
+/// A tag's length in hex digits (HMAC-SHA256).
+const TAG_HEX: usize = 64;
 
 /// What seals and opens links; without a key it does neither.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -43,7 +47,8 @@ impl Seal {
 
     /// The link `comment` seals, if it is sealed by this key for a job running as `uid`.
     pub fn open(&self, comment: &str, uid: Option<u32>) -> Option<String> {
-        let (body, tag) = comment.rsplit_once(SEAL_MARK)?;
+        let (body, rest) = comment.split_once(SEAL_MARK)?;
+        let tag = rest.get(..TAG_HEX)?;
         let (link, sealed_uid) = body.rsplit_once(SEALED_UID_MARK)?;
         if sealed_uid.parse::<u32>().ok() != uid || uid.is_none() {
             return None;
@@ -59,6 +64,11 @@ impl Seal {
         tag.update(body.as_bytes());
         Some(tag.finalize().into_bytes().to_vec())
     }
+}
+
+/// The text a sealed comment carries after its seal's tag (the job-mapper's comment), empty for none.
+pub fn carried(comment: &str) -> &str {
+    comment.split_once(SEAL_MARK).and_then(|(_, rest)| rest.get(TAG_HEX..)).unwrap_or_default()
 }
 
 fn mac(key: &[u8]) -> Hmac<Sha256> {
@@ -86,6 +96,9 @@ mod tests {
         let link = "sunk.dev/pod=ml/a/u1;by=sunk@cluster";
         let sealed = seal.seal(link, 1000).expect("keyed");
         assert_eq!(seal.open(&sealed, Some(1000)).as_deref(), Some(link));
+        let carrying = format!("{sealed}team=ml;seal=x");
+        assert_eq!(seal.open(&carrying, Some(1000)).as_deref(), Some(link), "the policy's comment after it");
+        assert_eq!((carried(&carrying), carried(&sealed), carried(link)), ("team=ml;seal=x", "", ""));
         let forged_pod = sealed.replace("ml/a/u1", "ml/b/u2");
         let forged_uid = sealed.replace(";as=1000", ";as=0");
         let rows = [
