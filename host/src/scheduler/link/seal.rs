@@ -47,8 +47,7 @@ impl Seal {
 
     /// The link `comment` seals, if it is sealed by this key for a job running as `uid`.
     pub fn open(&self, comment: &str, uid: Option<u32>) -> Option<String> {
-        let (body, rest) = comment.split_once(SEAL_MARK)?;
-        let tag = rest.get(..TAG_HEX)?;
+        let (body, tag, _) = parts(comment)?;
         let (link, sealed_uid) = body.rsplit_once(SEALED_UID_MARK)?;
         if sealed_uid.parse::<u32>().ok() != uid || uid.is_none() {
             return None;
@@ -68,7 +67,13 @@ impl Seal {
 
 /// The text a sealed comment carries after its seal's tag (the job-mapper's comment), empty for none.
 pub fn carried(comment: &str) -> &str {
-    comment.split_once(SEAL_MARK).and_then(|(_, rest)| rest.get(TAG_HEX..)).unwrap_or_default()
+    parts(comment).map_or("", |(_, _, carried)| carried)
+}
+
+/// A sealed comment's parts: what the tag covers (the link and uid), the tag, and what follows it.
+fn parts(comment: &str) -> Option<(&str, &str, &str)> {
+    let (body, rest) = comment.split_once(SEAL_MARK)?;
+    Some((body, rest.get(..TAG_HEX)?, rest.get(TAG_HEX..)?))
 }
 
 fn mac(key: &[u8]) -> Hmac<Sha256> {

@@ -12,8 +12,9 @@
 //! (`pod_affinity`, `topology_spread`, over a `neighbourhood` drawn from `shared_neighbourhood`) and
 //! about claimed volumes (`volume_topology`, over `volume_stores`) narrow that verdict in `pod_rules`;
 //! `exclusions` makes a verdict the job's excluded nodes, `placement_checks` remembers which
-//! waiting jobs are in line, and `assumed` holds the pods this host bound until the watch shows them. No module here imports one that imports it back, nor the scheduler's
-//! `Context`: `pod_rules` is handed the views it reads ([`pod_rules::Views`]).
+//! waiting jobs are in line, and `assumed` holds the pods this host bound until the watch shows them.
+//! No module here imports one that imports it back, nor the scheduler's `Context`: `pod_rules` is
+//! handed the views it reads ([`pod_rules::Views`]).
 
 pub mod assumed;
 #[doc(hidden)]

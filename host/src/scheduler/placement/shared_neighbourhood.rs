@@ -10,8 +10,8 @@
 //! pods are never late: each pass adds its own pods that the view does not hold bound, from the
 //! controller's store as it is then — those bound since the view (in the same poll, by this host) and
 //! those Slurm has placed and not yet bound (`pod_rules`), and those this host bound that its store
-//! does not show bound yet (`assumed`). So two pods of one burst are never put
-//! together against their rules; the bind-time check (`pod_rules::refusal`) reads the same view and
+//! does not show bound yet (`assumed`). So two pods of one burst are never put together against
+//! their rules; the bind-time check (`pod_rules::refusal`) reads the same view and
 //! the same live own pods, and still replaces a job Slurm put where a rule now refuses it. The Nodes
 //! are read live by each pass; only the pods are shared.
 //!
