@@ -45,8 +45,10 @@ pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> 
 ///
 /// slurmctld refuses to update a job whose excluded nodes name a node deleted since, and an array's
 /// task whose record is still the array's cannot be updated alone (see `Job::update_id`): such a
-/// job cannot be marked, so it is cancelled and its successor submitted in the same pass (a host
-/// dying between the two would see a cancelled job and delete the pod, for its owner to recreate).
+/// job cannot be marked in Slurm, so the host keeps the mark (`JobCache::record_replaced`) and submits
+/// its successor in the same pass. A successor not submitted (no node fits the pod any more) leaves
+/// the pod waiting; a host restarted before the successor is submitted reads a cancelled job, and
+/// deletes the pod for its owner to recreate.
 pub async fn replace(
     pod: &WatchedPod,
     placeholder: &Placeholder,
@@ -90,7 +92,8 @@ fn running_for(job: &Job) -> Option<u64> {
 pub enum Replaced {
     /// The pod's next pass submits its new job (the old one is marked as replaced).
     LookAgain(Action),
-    /// The old job could not be marked: its successor must be submitted in this pass.
+    /// The old job could not be marked in Slurm: its successor is submitted in this pass, the
+    /// sooner to leave nothing that a restarted host would read as the pod's end.
     SubmitNow,
 }
 

@@ -114,6 +114,6 @@ pub async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Res
         None => false,
     };
     ctx.slurm.cancel(&job_id).await?;
-    ctx.jobs.record_cancelled(&job_id, marked.then_some(marked_comment.as_str()));
+    ctx.jobs.record_replaced(&job_id, &marked_comment, marked);
     Ok(marked)
 }

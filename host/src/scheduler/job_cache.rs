@@ -66,7 +66,13 @@ fn placeholders_of<'a>(by_pod: &'a mut HashMap<String, Vec<Placeholder>>, uid: &
 struct Cancellation {
     target: String,
     admin_comment: Option<SharedText>,
+    /// The comment is this host's alone: Slurm could not be given it (see [`JobCache::record_replaced`]).
+    kept_here: bool,
 }
+
+/// How long a mark Slurm could not keep is kept here: longer than Slurm lists an ended job (its
+/// `MinJobAge`, 300 s by default), so no listing shows the job without it.
+const MARK_KEPT_FOR: Duration = Duration::from_secs(15 * 60);
 
 impl Cancellation {
     fn is_of(&self, job: &Job) -> bool {
@@ -200,8 +206,28 @@ impl JobCache {
     /// array's task), with the admin comment it gave it (e.g. the replaced mark), so that it is not
     /// taken for live, or for merely ended, before a listing that began after it.
     pub fn record_cancelled(&self, target: &str, admin_comment: Option<&str>) {
-        let cancellation =
-            Cancellation { target: target.to_owned(), admin_comment: admin_comment.map(SharedText::from) };
+        self.remember(Cancellation {
+            target: target.to_owned(),
+            admin_comment: admin_comment.map(SharedText::from),
+            kept_here: false,
+        });
+    }
+
+    /// Remembers that this host cancelled a job to replace it, with the comment that marks it so
+    /// (`marked`), which Slurm keeps unless it could not be given it: the last task of an array still
+    /// in the array's record can be neither updated alone nor marked once cancelled ("Job has already
+    /// finished"). Such a mark is kept here for as long as Slurm lists the job, so its end is never
+    /// read as the end of the pod while the pod's successor is not submitted (no node fits it, or
+    /// Slurm refused it). A host restarted meanwhile reads the job as cancelled.
+    pub fn record_replaced(&self, target: &str, marked: &str, marked_in_slurm: bool) {
+        self.remember(Cancellation {
+            target: target.to_owned(),
+            admin_comment: Some(marked.into()),
+            kept_here: !marked_in_slurm,
+        });
+    }
+
+    fn remember(&self, cancellation: Cancellation) {
         let mut state = self.write();
         let State { by_pod, holding, touched, cancelled, .. } = &mut *state;
         touched.extend(cancellation.apply(by_pod, holding));
@@ -272,7 +298,9 @@ impl JobCache {
             }
         }
         // So does a cancellation the listing may have missed.
-        state.cancelled.retain(|(at, _)| *at >= began);
+        state
+            .cancelled
+            .retain(|(at, cancellation)| *at >= began || (cancellation.kept_here && at.elapsed() < MARK_KEPT_FOR));
         for (_, cancellation) in &state.cancelled {
             cancellation.apply(&mut by_pod, &mut holding);
         }

@@ -139,6 +139,20 @@ fn a_listing_that_began_before_a_cancellation_does_not_bring_the_job_back() {
 }
 
 #[test]
+fn a_replaced_mark_slurm_could_not_keep_outlives_the_listings_that_follow() {
+    let cache = JobCache::default();
+    cache.replace(vec![job(7, "a", "PENDING"), job(8, "b", "PENDING")], 1, Instant::now());
+    cache.record_replaced("7", "replaced", false);
+    cache.record_replaced("8", "replaced", true);
+    let listed = Instant::now();
+    cache.replace(vec![job(7, "a", "CANCELLED"), job(8, "b", "CANCELLED")], 2, listed);
+    assert_eq!(cache.for_pod("a")[0].job.admin_comment, "replaced", "kept here: Slurm has no mark");
+    assert_eq!(cache.for_pod("b")[0].job.admin_comment, job(8, "b", "CANCELLED").admin_comment, "Slurm's");
+    cache.replace(vec![job(7, "a", "CANCELLED")], 3, Instant::now());
+    assert_eq!(cache.for_pod("a")[0].job.admin_comment, "replaced");
+}
+
+#[test]
 fn a_pod_whose_job_this_host_cancelled_is_woken_by_the_next_listing_even_if_it_shows_the_same() {
     let cache = JobCache::default();
     let mut gang = job(4, "a", "RUNNING");

@@ -67,12 +67,9 @@ async fn a_job_on_a_node_whose_slurmd_pod_went_is_replaced_and_the_pod_bound_els
     assert_eq!(world.node_of("a"), Some(format!("kube-node-{}", 3 - n)));
 }
 
-/// Pods of one burst wait as one job array when a taint changes where they may run. A task with a
-/// record of its own is updated alone; the task that is still the array's record cannot be (the
-/// array's id names every task waiting in that record, and slurmrestd refuses a task's id), so its
-/// pod gets a job of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_taint_replaces_a_task_still_in_its_arrays_record_and_updates_one_with_a_record_of_its_own() {
+/// Both Nodes full (pods x and y), pods a and b wait as one job array, a's task still the array's
+/// record and b's with a record of its own. Returns the array's id.
+async fn waiting_as_one_array() -> (World, u32) {
     let mut world = World::new().await;
     for name in ["x", "y"] {
         world.create(name, "2", json!({}), json!({}));
@@ -83,6 +80,16 @@ async fn a_taint_replaces_a_task_still_in_its_arrays_record_and_updates_one_with
     }
     let array = world.submit_as_one_array(&["a", "b"]).await;
     world.settle().await;
+    (world, array)
+}
+
+/// Pods of one burst wait as one job array when a taint changes where they may run. A task with a
+/// record of its own is updated alone; the task that is still the array's record cannot be (the
+/// array's id names every task waiting in that record, and slurmrestd refuses a task's id), so its
+/// pod gets a job of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taint_replaces_a_task_still_in_its_arrays_record_and_updates_one_with_a_record_of_its_own() {
+    let (mut world, array) = waiting_as_one_array().await;
     let task = |world: &World, n: u32| {
         world.slurm.live_jobs().into_iter().find(|job| job.target() == format!("{array}_{n}")).expect("a live task")
     };
@@ -105,4 +112,21 @@ async fn a_taint_replaces_a_task_still_in_its_arrays_record_and_updates_one_with
     let own_job = own_job.expect("a job of a's own");
     assert_eq!((own_job.state_name().as_str(), own_job.excluded_nodes.as_str()), ("PENDING", "slurm-2"));
     assert_eq!(world.node_of("a"), None);
+}
+
+/// The task still in its array's record is replaced without a mark Slurm keeps (it cannot be
+/// updated alone), and its successor is not submitted: no node fits the pod any more. The cancelled
+/// task is still the host's own replacement, not the end of the pod: the pod waits, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_unmarked_task_was_replaced_and_nothing_fits_waits_and_is_not_deleted() {
+    let (mut world, array) = waiting_as_one_array().await;
+
+    world.taint("kube-node-1", "dedicated");
+    world.taint("kube-node-2", "dedicated");
+    world.settle().await;
+    assert!(world.slurm.requests().contains(&format!("cancel {array}_0")), "{:?}", world.slurm.requests());
+    world.recheck().await;
+    let writes = world.settle().await;
+    assert!(world.pod("a").is_some(), "the pod was deleted: {writes:?}");
+    assert_eq!(world.scheduled("a"), Some(("False".into(), "Unschedulable".into())));
 }
