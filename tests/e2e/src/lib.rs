@@ -31,7 +31,7 @@ pub use nodes::{NodeGuard, create_nodeset, set_unschedulable, slurmd_image};
 pub use priority::Priority;
 pub use restarts::{BOUND_AFTER_RESTART, ride_out_restarts};
 pub use slurm::{
-    SlurmJob, in_slurm_root, slurm_node, slurm_root, slurm_version, slurmrestd_frozen, wait_launched,
+    SlurmJob, in_slurm_root, jobs_not_ended, slurm_node, slurm_root, slurm_version, slurmrestd_frozen, wait_launched,
     wait_no_node_completing,
 };
 

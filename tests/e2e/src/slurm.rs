@@ -62,6 +62,14 @@ pub fn slurmrestd_frozen() -> anyhow::Result<Frozen> {
     Frozen::component("slurmrestd")
 }
 
+/// The lines of `scontrol -o show jobs` output that name `uid` (a pod's, in its job's comments) and
+/// have not ended: a pod's placeholder, without the FAILED record an immediate allocation Slurm
+/// refused leaves behind.
+pub fn jobs_not_ended<'a>(jobs: &'a str, uid: &str) -> Vec<&'a str> {
+    const ENDED: [&str; 3] = ["JobState=FAILED", "JobState=CANCELLED", "JobState=COMPLETED"];
+    jobs.lines().filter(|job| job.contains(uid) && !ENDED.iter().any(|state| job.contains(state))).collect()
+}
+
 /// Waits until slurmd has launched the job `job` (`123`, or an array task `123_4`): a batch job's
 /// batch step is listed; an allocation (no script: the fast path's) launches nothing and is ready as
 /// it is. A job cancelled while its launch is under way can stay COMPLETING on its node for about

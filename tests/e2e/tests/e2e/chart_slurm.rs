@@ -40,7 +40,7 @@ async fn the_chart_installs_a_slurm_whose_nodesets_and_host_schedule_a_pod_and_u
         )
         .await?;
     let jobs = release.slurm(&["scontrol", "-o", "show", "jobs"])?;
-    let job = jobs.lines().find(|job| job.contains(&uid)).unwrap_or_default();
+    let job = sunk_e2e::jobs_not_ended(&jobs, &uid).first().copied().unwrap_or_default();
     assert!(job.contains("JobState=RUNNING"), "no running job of the pod in the release's Slurm: {jobs}");
     let node = node_name(&running).unwrap_or_default();
     assert!(job.contains(&format!(" NodeList={node} ")), "the pod runs on {node}, its job: {job}");
