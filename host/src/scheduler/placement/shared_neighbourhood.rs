@@ -40,7 +40,7 @@ pub struct BoundPods {
     pub(super) refusing: Vec<(Arc<WatchedPod>, usize)>,
     /// The UIDs of the bound pods, as [`uid_key`]s: whether a pod is among them, without reading it.
     uids: HashSet<u128, BuildHasherDefault<KeyHasher>>,
-    /// Whether any pod of the store, bound or not, carries a required pod anti-affinity.
+    /// Whether any pod of the store not finished, bound or not, carries a required pod anti-affinity.
     any_refuser: bool,
     /// The store's objects the view was built from, to tell whether the store changed since.
     from: Vec<Arc<WatchedPod>>,
@@ -53,13 +53,10 @@ impl BoundPods {
         let mut node_names = Vec::new();
         let mut by_namespace: HashMap<String, Vec<(Arc<WatchedPod>, usize)>> = HashMap::new();
         let (mut refusing, mut uids, mut any_refuser) = (Vec::new(), HashSet::default(), false);
-        for pod in &pods {
+        for pod in pods.iter().filter(|pod| !finished(pod)) {
             let refuses = refuses_others(pod);
             any_refuser |= refuses;
             let Some(node) = pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) else { continue };
-            if finished(pod) {
-                continue;
-            }
             let node = *node_at.entry(node).or_insert_with(|| {
                 node_names.push(node.to_owned());
                 node_names.len() - 1
@@ -84,8 +81,9 @@ impl BoundPods {
         self.uids.contains(&uid_key(uid))
     }
 
-    /// Whether any pod, bound or not, carries a required pod anti-affinity, which may refuse any
-    /// other pod: without one, a pod without pod-level rules need not be judged.
+    /// Whether any pod not finished, bound or not, carries a required pod anti-affinity, which may
+    /// refuse any other pod: without one, a pod without pod-level rules need not be judged (and may
+    /// be allocated at once).
     pub fn any_refuser(&self) -> bool {
         self.any_refuser
     }
@@ -339,5 +337,22 @@ mod tests {
         }
         assert_ne!(uid_key("a"), uid_key("b"));
         assert!(!view.any_refuser());
+    }
+
+    #[test]
+    fn only_a_refuser_not_finished_may_refuse() {
+        let refuser = |phase: &str| -> Arc<WatchedPod> {
+            let pod = serde_json::json!({
+                "metadata": {"name": phase, "uid": phase},
+                "spec": {"nodeName": "n1", "containers": [], "affinity": {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]
+                }}},
+                "status": {"phase": phase}
+            });
+            Arc::new(serde_json::from_value(pod).unwrap())
+        };
+        assert!(BoundPods::new(vec![refuser("Running")]).any_refuser());
+        assert!(BoundPods::new(vec![refuser("Pending")]).any_refuser());
+        assert!(!BoundPods::new(vec![refuser("Succeeded"), refuser("Failed")]).any_refuser());
     }
 }
