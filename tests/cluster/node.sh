@@ -123,5 +123,21 @@ authorization: {mode: Webhook}
 nodeStatusReportFrequency: 10s
 YAML
 mkdir -p "$dir/pod-logs"
+# A kubelet serves its device-plugin registry at one path whatever its root dir, and empties that
+# folder just before it listens there: kubelets starting together can remove and recreate the socket
+# under each other, and the one that loses exits ("Failed to start ContainerManager ... address
+# already in use"). So they start one at a time, each once it listens there.
+registry=/var/lib/kubelet/device-plugins/kubelet.sock
+exec {start_lock}>"$SUNK_STATE/kubelet-start.lock"
+flock "$start_lock"
 start "kubelet-$node" "$SUNK_BIN/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubeconfig" \
   --hostname-override "$node" --node-ip "$(node_ip "$index")" --root-dir "$dir/kubelet" --v 1
+kubelet_pid=$(cat "$SUNK_STATE/pids/kubelet-$node.pid")
+for _ in $(seq 300); do
+  kill -0 "$kubelet_pid" 2>/dev/null || die "kubelet-$node exited; see $SUNK_STATE/logs/kubelet-$node.log"
+  ss -Hxlp | grep -F "$registry" | grep -q "pid=$kubelet_pid," && break
+  sleep 0.2
+done
+ss -Hxlp | grep -F "$registry" | grep -q "pid=$kubelet_pid," ||
+  die "kubelet-$node does not serve its device-plugin registry after 60s; see $SUNK_STATE/logs/kubelet-$node.log"
+flock -u "$start_lock"
