@@ -52,7 +52,7 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
             tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
             cancel_as_replaced(ctx, placeholder).await?;
         }
-        Step::WriteLink(placeholder) => write_link(ctx, placeholder).await?,
+        Step::WriteLink { placeholder, link } => write_link(ctx, placeholder, &link).await?,
         Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
         Step::Bind { node, note } => bind(ctx, pod, &node, note).await?,
@@ -89,9 +89,11 @@ async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(
     Ok(())
 }
 
-async fn write_link(ctx: &Context, placeholder: &Placeholder) -> Result<(), Error> {
+/// Writes `link`, the one the job's seal opened: the job as the pass knows it may be the one the fast
+/// path recorded, whose `admin_comment` Slurm had not been given yet (empty).
+async fn write_link(ctx: &Context, placeholder: &Placeholder, link: &str) -> Result<(), Error> {
     let Some(job_id) = placeholder.job.update_id() else { return Ok(()) };
-    let admin_comment = Some(placeholder.job.admin_comment.to_string());
+    let admin_comment = Some(link.to_owned());
     let comment = Some(link::carried(&placeholder.job.comment).to_owned());
     let update = JobUpdate { admin_comment, comment, ..Default::default() };
     ctx.slurm.update_job(&job_id, &update).await?;

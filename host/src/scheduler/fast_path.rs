@@ -131,9 +131,10 @@ async fn as_tenant(
         ..Default::default()
     };
     if let Err(error) = ctx.slurm.update_job(&job_id, &update).await {
-        // Still sealed: the next pass over the pod writes the link (`Step::WriteLink`).
+        // Still sealed: the next pass over the pod writes the link (`Step::WriteLink`). Known by its
+        // link meanwhile, as a listing adopts it.
         tracing::warn!(job = job_id, %error, "could not write an allocation's admin link yet");
-        return Allocation::Running(Box::new(job));
+        return Allocation::Running(Box::new(Job { admin_comment: admin_link.unwrap_or_default().into(), ..job }));
     }
     let linked =
         Job { admin_comment: admin_link.unwrap_or_default().into(), comment: comment.unwrap_or_default(), ..job };

@@ -55,7 +55,10 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
     let duplicates = decision.duplicates.iter().map(|placeholder| Step::CancelAsReplaced { placeholder, why });
     // A job allocated as its tenant, found by its seal: linked for good before anything else.
     let seal = ctx.installation.seal();
-    let unlinked = live.iter().filter(|p| seal.open(&p.job.comment, p.job.user_id).is_some()).map(Step::WriteLink);
+    let unlinked = live.iter().filter_map(|placeholder| {
+        let link = seal.open(&placeholder.job.comment, placeholder.job.user_id)?;
+        Some(Step::WriteLink { placeholder, link })
+    });
     executor::take_all(&ctx, &pod, unlinked.chain(duplicates).collect()).await?;
     act(&pod, key, decision.next, &ctx).await
 }

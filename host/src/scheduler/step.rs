@@ -32,8 +32,8 @@ pub enum Step<'a> {
     /// its pod.
     CancelAsReplaced { placeholder: &'a Placeholder, why: &'static str },
     /// Write the admin link of a job allocated as its tenant that names its pod only in its sealed
-    /// comment, and clear the comment.
-    WriteLink(&'a Placeholder),
+    /// comment (`link`, as the seal opened it), and give the comment back what followed the seal.
+    WriteLink { placeholder: &'a Placeholder, link: String },
     /// Remember that Slurm refused a submission for these pods: not submitted again at once.
     RecordRefusal(&'a [PodKey]),
     /// Remember that a submission for these pods got no answer: nothing is submitted for them until a

@@ -40,6 +40,10 @@ struct World {
     reset_next_write: bool,
     /// The next allocation is granted and killed, its answer lost.
     lose_next_allocation: bool,
+    /// The next job update finds slurmctld gone (restarting).
+    reset_next_job_update: bool,
+    /// Job listings get no answer (the rest does).
+    job_listings_unanswered: bool,
     /// Every request that changed something, as `verb target` (`cancel 12`, `drain n1`), in order.
     requests: Vec<String>,
     /// Listings answered, by call (`jobs`, `job states`, `nodes`).
@@ -100,6 +104,20 @@ impl FakeSlurm {
     /// the error list 26.05's gave then (error 104, connection reset), and nothing changes.
     pub fn reset_next_write(&self) {
         self.world.lock().expect("fake Slurm").reset_next_write = true;
+    }
+
+    /// The next job update finds slurmctld restarting, as [`Self::reset_next_write`] does (the
+    /// writes before it, an allocation say, go through), and from then on job listings get no answer
+    /// until [`Self::leave_job_listings_unanswered`] says otherwise: slurmrestd restarting just after
+    /// it answered an allocation.
+    pub fn reset_next_job_update(&self) {
+        self.world.lock().expect("fake Slurm").reset_next_job_update = true;
+    }
+
+    /// Job listings get no answer from now on (`true`), as a listing cut off by slurmrestd's restart
+    /// does while the requests around it go through, or are answered again (`false`).
+    pub fn leave_job_listings_unanswered(&self, unanswered: bool) {
+        self.world.lock().expect("fake Slurm").job_listings_unanswered = unanswered;
     }
 
     /// The next allocation is granted, then killed by slurmctld because it cannot deliver the answer
@@ -190,6 +208,9 @@ impl FakeSlurm {
     fn list<T>(&self, call: &'static str, read: impl FnOnce(&World) -> T) -> Result<T, SlurmError> {
         let mut world = self.world.lock().expect("fake Slurm");
         world.answering()?;
+        if call == "jobs" && world.job_listings_unanswered {
+            return Err(SlurmError::NoAnswer("the fake Slurm (a job listing cut off)", std::time::Duration::ZERO));
+        }
         *world.listings.entry(call).or_default() += 1;
         Ok(read(&world))
     }
@@ -210,7 +231,9 @@ impl FakeSlurm {
     ) -> Result<T, SlurmError> {
         let mut world = self.world.lock().expect("fake Slurm");
         world.answering()?;
-        if std::mem::take(&mut world.reset_next_write) {
+        let job_update = request.starts_with("update ") && std::mem::take(&mut world.reset_next_job_update);
+        world.job_listings_unanswered |= job_update;
+        if std::mem::take(&mut world.reset_next_write) || job_update {
             let reset = refusal(104, "Connection reset by peer");
             return Err(SlurmError::Api { what: "the fake slurmctld (restarting)", status: 500, errors: vec![reset] });
         }

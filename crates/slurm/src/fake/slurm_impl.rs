@@ -246,6 +246,9 @@ impl World {
         if let Some(comment) = &update.admin_comment {
             job.admin_comment = comment.as_str().into();
         }
+        if let Some(comment) = &update.comment {
+            job.comment = comment.clone();
+        }
         if let Some(excluded) = &update.excluded_nodes {
             job.excluded_nodes = excluded.join(",");
             if let Some(demand) = self.demands.get_mut(&id) {

@@ -158,3 +158,24 @@ async fn an_allocation_killed_because_its_answer_was_lost_is_made_again() {
     assert_eq!(live.len(), 1, "one job serves the pod: {live:?}");
     assert_eq!(world.job_of("a").map(|job| job.job_id), Some(live[0].job_id));
 }
+
+/// slurmrestd restarting just after a tenant's allocation: the host binds the pod, but cannot write
+/// the administrator's link yet, nor list jobs. The next pass writes the link the job's seal names,
+/// never the empty one of the job as the fast path recorded it, so the job keeps its pod and the pod
+/// its job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allocation_whose_link_could_not_be_written_at_once_is_linked_by_the_next_pass() {
+    let mut world = World::fast(ml_granted_1000()).await;
+    world.slurm.reset_next_job_update();
+    world.create("a", "1", json!({}), json!({}));
+    world.settle().await;
+    world.slurm.leave_job_listings_unanswered(false);
+    world.settle().await;
+
+    assert!(world.pod("a").is_some(), "the pod was deleted");
+    assert!(world.node_of("a").is_some(), "{:?}: {}", world.scheduled("a"), message(&world, "a"));
+    let live = world.slurm.live_jobs();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert!(live[0].admin_comment.contains("uid-a"), "the administrator's link: {:?}", live[0]);
+    assert!(!live[0].comment.contains("seal="), "the seal gone: {:?}", live[0]);
+}
