@@ -131,10 +131,9 @@ async fn as_tenant(
         ..Default::default()
     };
     if let Err(error) = ctx.slurm.update_job(&job_id, &update).await {
-        // Still sealed: the next pass over the pod writes the link (`Step::WriteLink`). Known by its
-        // link meanwhile, as a listing adopts it.
+        // Still sealed: the next pass over the pod writes the link (`Step::WriteLink`).
         tracing::warn!(job = job_id, %error, "could not write an allocation's admin link yet");
-        return Allocation::Running(Box::new(Job { admin_comment: admin_link.unwrap_or_default().into(), ..job }));
+        return Allocation::Running(Box::new(job));
     }
     let linked =
         Job { admin_comment: admin_link.unwrap_or_default().into(), comment: comment.unwrap_or_default(), ..job };

@@ -189,7 +189,8 @@ impl JobCache {
     }
 
     /// Remembers a job this host just made, as Slurm described it, before Slurm lists it.
-    pub fn record_job(&self, pod: PodKey, job: Job) {
+    pub fn record_job(&self, pod: PodKey, mut job: Job) {
+        self.adopt_sealed(&mut job);
         let placeholder = Placeholder { pod, job };
         let mut state = self.write();
         // A listing may have brought the job before the answer that made it (slurmctld can be slow
@@ -260,16 +261,22 @@ impl JobCache {
         state.refusals.get(uid).copied()
     }
 
+    /// A placeholder allocated as its tenant whose admin link is not written yet (Slurm restarted,
+    /// or the host was stopped, in between) names its pod in its sealed comment: known by that link,
+    /// whether a listing or the allocation's own answer brought it; its pass writes the link.
+    fn adopt_sealed(&self, job: &mut Job) {
+        if !job.admin_comment.is_empty() {
+            return;
+        }
+        if let Some(link) = self.installation.seal().open(&job.comment, job.user_id) {
+            job.admin_comment = link.into();
+        }
+    }
+
     /// Replaces the cache with a complete listing that began at `began`; returns the pods whose
     /// placeholders changed.
     fn replace(&self, mut jobs: Vec<Job>, last_update: u64, began: Instant) -> Vec<PodKey> {
-        // A placeholder allocated as its tenant whose admin link is not written yet (the host was
-        // stopped in between) names its pod in its sealed comment: adopted, its pass writes the link.
-        for job in jobs.iter_mut().filter(|job| job.admin_comment.is_empty()) {
-            if let Some(link) = self.installation.seal().open(&job.comment, job.user_id) {
-                job.admin_comment = link.into();
-            }
-        }
+        jobs.iter_mut().for_each(|job| self.adopt_sealed(job));
         // Another installation's placeholders are neither ours to bind or cancel nor candidates for
         // our preemption: its pods, PodDisruptionBudgets and grace periods are out of our sight.
         jobs.retain(|job| !self.installation.is_foreign(&job.admin_comment));

@@ -108,16 +108,15 @@ impl FakeSlurm {
 
     /// The next job update finds slurmctld restarting, as [`Self::reset_next_write`] does (the
     /// writes before it, an allocation say, go through), and from then on job listings get no answer
-    /// until [`Self::leave_job_listings_unanswered`] says otherwise: slurmrestd restarting just after
-    /// it answered an allocation.
+    /// until [`Self::answer_job_listings_again`]: slurmrestd restarting just after it answered an
+    /// allocation.
     pub fn reset_next_job_update(&self) {
         self.world.lock().expect("fake Slurm").reset_next_job_update = true;
     }
 
-    /// Job listings get no answer from now on (`true`), as a listing cut off by slurmrestd's restart
-    /// does while the requests around it go through, or are answered again (`false`).
-    pub fn leave_job_listings_unanswered(&self, unanswered: bool) {
-        self.world.lock().expect("fake Slurm").job_listings_unanswered = unanswered;
+    /// Job listings are answered again (see [`Self::reset_next_job_update`]).
+    pub fn answer_job_listings_again(&self) {
+        self.world.lock().expect("fake Slurm").job_listings_unanswered = false;
     }
 
     /// The next allocation is granted, then killed by slurmctld because it cannot deliver the answer

@@ -169,7 +169,7 @@ async fn an_allocation_whose_link_could_not_be_written_at_once_is_linked_by_the_
     world.slurm.reset_next_job_update();
     world.create("a", "1", json!({}), json!({}));
     world.settle().await;
-    world.slurm.leave_job_listings_unanswered(false);
+    world.slurm.answer_job_listings_again();
     world.settle().await;
 
     assert!(world.pod("a").is_some(), "the pod was deleted");
