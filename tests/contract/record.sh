@@ -296,10 +296,10 @@ node_has() {
 # rec_unchanged NAME LISTING [QUERY]: records LISTING?QUERY, then with update_time=<its last_update> as
 # NAME; fails unless that says nothing changed (something may change in between: the caller polls).
 rec_unchanged() {
-  local name=$1 listing=$2 query=${3:+$3&} last
-  rec "$listing" GET "$listing${3:+?$3}"
+  local name=$1 listing=$2 query=${3-} last
+  rec "$listing" GET "$listing${query:+?$query}"
   last=$(jq -r '.last_update.number' "$DIR/$listing.json")
-  rec "$name" GET "$listing?${query}update_time=$last"
+  rec "$name" GET "$listing?${query:+$query&}update_time=$last"
   [[ $(cat "$DIR/$name.status") == 304 ]] || jq -e '.[$l] | length == 0' --arg l "$listing" "$DIR/$name.json"
 }
 
