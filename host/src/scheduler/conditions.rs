@@ -7,6 +7,7 @@
 use k8s_openapi::api::core::v1::PodCondition;
 
 use super::metrics::AttemptResult;
+use crate::slurm::Job;
 
 /// Why a pod is not scheduled: the reason its `PodScheduled=False` condition gives, and what the
 /// attempt is counted as.
@@ -104,6 +105,15 @@ pub fn pending_reason(slurm_reason: &str) -> WaitReason {
     let capacity = matches!(slurm_reason, "" | "None" | "Resources" | "Priority" | "NodeDown" | "Nodes_required")
         || slurm_reason.starts_with("ReqNodeNotAvail");
     if capacity { WaitReason::Unschedulable } else { WaitReason::SlurmJobPending }
+}
+
+/// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one, as a pod's
+/// condition and Events name a job.
+pub fn describe(job: &Job) -> String {
+    match job.state_reason.as_str() {
+        "" | "None" => format!("{} ({})", job.target(), job.state_name()),
+        reason => format!("{} ({}: {reason})", job.target(), job.state_name()),
+    }
 }
 
 /// Whether the pod's `PodScheduled` condition already says it waits for `reason`, in these words (as

@@ -8,6 +8,8 @@ use std::time::Duration;
 use kube::Client;
 use kube::runtime::reflector::{self, ObjectRef};
 
+use super::batch;
+use super::gang::locks::GroupLocks;
 use super::grants::Grants;
 use super::job_cache::JobCache;
 use super::link::Installation;
@@ -15,10 +17,12 @@ use super::metrics::SchedulerMetrics;
 use super::placeholder::{PlaceholderKind, Placeholders};
 use super::placement::Placement;
 use super::placement::{assumed, placement_checks, pod_rules, shared_neighbourhood, volume_stores};
+use super::preemption::by_slurm::FirstSeen;
+use super::preemption::in_flight::InFlight;
+use super::preemption::known_rules::{KnownRules, Stated as StatedRules};
 use super::scope::Scope;
 use super::slurmd_pods::SlurmdPods;
 use super::watched_pod::WatchedPod;
-use super::{batch, gang, preemption};
 use crate::kube::PodWriter;
 use crate::policy::{self, Policies};
 use crate::slurm::Slurm;
@@ -45,7 +49,7 @@ pub struct Config {
     /// Let waiting pods preempt lower-priority work, as the preemption policy decides.
     pub preemption: bool,
     /// slurm.conf's preemption lines, as the operator states them for a slurmrestd that cannot say them.
-    pub slurm_rules: preemption::StatedRules,
+    pub slurm_rules: StatedRules,
     /// The client preemption evicts pods with: one that takes a 429 (a disruption budget's refusal)
     /// for an answer.
     pub evictions: Client,
@@ -69,7 +73,7 @@ pub struct Context {
     pub client: Client,
     /// This scheduler's pods (the controller's store).
     pub pods: reflector::Store<WatchedPod>,
-    pub gang_locks: gang::GroupLocks,
+    pub gang_locks: GroupLocks,
     pub writer: PodWriter,
     pub slurm: Arc<dyn Slurm>,
     pub jobs: JobCache,
@@ -90,11 +94,11 @@ pub struct Context {
     pub batches: batch::Batches,
     pub preemption: bool,
     /// Preemptions under way.
-    pub preemptions: preemption::InFlight,
+    pub preemptions: InFlight,
     /// Placeholders of bound pods seen requeued, waiting to learn who preempted them.
-    pub requeued_seen: preemption::by_slurm::FirstSeen,
+    pub requeued_seen: FirstSeen,
     /// Slurm's own preemption rules, as last read: the host preempts nothing they protect.
-    pub slurm_rules: preemption::KnownRules,
+    pub slurm_rules: KnownRules,
     /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
     pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<WatchedPod>>,
     /// Every pod of the cluster (see [`Config::every_pod`]), and those bound, indexed once per poll.

@@ -7,11 +7,12 @@
 
 use std::time::Duration;
 
-use super::conditions::{WaitReason, pending_reason};
-use super::gang::Group;
+use super::conditions::{WaitReason, describe, pending_reason};
+use super::gang::group::Group;
 use super::held::{self, Hold, UidGrant};
 use super::placeholder::Placeholder;
-use super::preemption::{Outcome, TakenBySlurm};
+use super::preemption::by_slurm::TakenBySlurm;
+use super::preemption::outcome::Outcome;
 use super::step::{Again, Plan, Step};
 use super::timing::{CONTAINERS_STOPPED_RECHECK, FIRST_LISTING_RECHECK, RECHECK, RETRY};
 use crate::slurm::{Job, JobState};
@@ -286,14 +287,6 @@ pub fn waiting_in_slurm(job: &Job, preemption: Option<&Outcome>) -> Plan<'static
 /// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.
 fn withdrawn(job: &Job) -> bool {
     job.job_state.iter().any(|state| matches!(state.as_str(), "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE"))
-}
-
-/// `12 (PENDING: Resources)`: the job, its state and Slurm's reason when it gives one.
-pub fn describe(job: &Job) -> String {
-    match job.state_reason.as_str() {
-        "" | "None" => format!("{} ({})", job.target(), job.state_name()),
-        reason => format!("{} ({}: {reason})", job.target(), job.state_name()),
-    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::scheduler::PodKey;
-use crate::scheduler::preemption::TakenBySlurm;
+use crate::scheduler::preemption::by_slurm::TakenBySlurm;
 use crate::tenancy::{GivenUid, GrantName};
 use crate::vocabulary::GANG_LINK;
 

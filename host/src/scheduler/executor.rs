@@ -13,7 +13,6 @@ use kube::runtime::controller::Action;
 
 use super::conditions::{WaitReason, says_already};
 use super::context::Context;
-use super::gang;
 use super::link;
 use super::placeholder::Placeholder;
 use super::step::{Plan, Step};
@@ -46,7 +45,7 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
             }
         }
         Step::Event { warning, reason, action, note } => ctx.writer.event(pod, warning, reason, action, note).await,
-        Step::KeepMembersWaiting(placeholder) => gang::keep_members_waiting(ctx.slurm.as_ref(), placeholder).await,
+        Step::KeepMembersWaiting(placeholder) => keep_members_waiting(ctx.slurm.as_ref(), placeholder).await,
         Step::Cancel { placeholder, why } => cancel(ctx, placeholder, &why).await?,
         Step::CancelAsReplaced { placeholder, why } => {
             tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
@@ -118,4 +117,20 @@ pub async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Res
     ctx.slurm.cancel(&job_id).await?;
     ctx.jobs.record_replaced(&job_id, &marked_comment, marked);
     Ok(marked)
+}
+
+/// Before a member's gang job is cancelled because the member leaves: a job that does not run yet is
+/// marked replaced, so the other members stay Pending for a new job (bound members, whose job ran, go
+/// with it). A failed mark only costs those members: they are deleted as for a running gang.
+pub async fn keep_members_waiting(slurm: &dyn crate::slurm::Slurm, placeholder: &Placeholder) {
+    if !link::is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
+        return;
+    }
+    let mark = crate::slurm::JobUpdate {
+        admin_comment: Some(link::replaced(&placeholder.job.admin_comment)),
+        ..Default::default()
+    };
+    if let Err(error) = slurm.update_job(&placeholder.job.job_id, &mark).await {
+        tracing::warn!(job = placeholder.job.job_id, %error, "could not mark the gang's job as replaced");
+    }
 }

@@ -2,7 +2,7 @@
 //! capacity helps, so the pod says why as an error, and the job is kept for that release. Pure: the
 //! job and what the host knows of the grant behind its uid in, the hold and the pod's message out.
 
-use super::decide::describe;
+use super::conditions::describe;
 use crate::slurm::Job;
 use crate::tenancy::{GivenUid, GrantName};
 

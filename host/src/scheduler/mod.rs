@@ -163,7 +163,7 @@ pub async fn run(
         writer: PodWriter::new(client.clone(), &config.scheduler_name).evicting_with(config.evictions),
         client,
         pods: controller.store(),
-        gang_locks: gang::GroupLocks::default(),
+        gang_locks: gang::locks::GroupLocks::default(),
         slurm,
         jobs,
         policies,

@@ -69,7 +69,7 @@ async fn sweep(Sweep { jobs, pods, slurm, scope, client, metrics }: Sweep, inter
         for placeholder in &orphans {
             let key = &placeholder.pod;
             tracing::info!(job = %placeholder.job.target(), pod = %format!("{}/{}", key.namespace, key.name), "cancelling orphan placeholder: its pod is gone");
-            super::gang::keep_members_waiting(slurm.as_ref(), placeholder).await;
+            super::executor::keep_members_waiting(slurm.as_ref(), placeholder).await;
             batch.push(placeholder.job.target());
         }
         // One request per sweep: a deleted Deployment's hundreds of jobs go in a few requests.

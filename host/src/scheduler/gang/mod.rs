@@ -9,14 +9,15 @@
 //! pending stay Pending for a new job once the group is complete again.
 
 mod assign;
-mod group;
+pub mod group;
 mod job;
+pub mod locks;
 mod membership;
 mod shape;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
@@ -25,12 +26,13 @@ use kube::runtime::reflector::ObjectRef;
 
 pub use group::{Group, group_of};
 use job::GangJob;
+use locks::GroupWait;
 use membership::{Membership, membership};
 use shape::{GangShape, gang_shape};
 
 use super::conditions::WaitReason;
 use super::context::Context;
-use super::link::{self, GangLink, PodKey};
+use super::link::{GangLink, PodKey};
 use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::placement::pod_rules::{self, PodPlacement};
@@ -39,23 +41,6 @@ use super::timing::{RECHECK, RETRY};
 use super::{executor, mapping, pod_lookup, submit};
 use crate::error::Error;
 use crate::slurm::expand_hostlist;
-
-/// A group, by namespace and name.
-type GroupKey = (String, String);
-
-/// What a group last waited for (the members' shared condition), until its job is submitted.
-type GroupWait = Option<(WaitReason, String)>;
-
-/// One lock per group, so that two members' passes never both submit; it guards the group's last wait.
-#[derive(Default)]
-pub struct GroupLocks(Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<GroupWait>>>>);
-
-impl GroupLocks {
-    fn of(&self, namespace: &str, group: &str) -> Arc<tokio::sync::Mutex<GroupWait>> {
-        let mut locks = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        locks.entry((namespace.to_owned(), group.to_owned())).or_default().clone()
-    }
-}
 
 /// Submits the group's job when the group is complete and has none.
 pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Action, Error> {
@@ -177,22 +162,6 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
         job: crate::slurm::Job { nodes: slurm_node.clone(), ..placeholder.job.clone() },
     };
     super::bind::bind(pod, &on_one_node, ctx).await
-}
-
-/// Before a member's gang job is cancelled because the member leaves: a job that does not run yet is
-/// marked replaced, so the other members stay Pending for a new job (bound members, whose job ran, go
-/// with it). A failed mark only costs those members: they are deleted as for a running gang.
-pub async fn keep_members_waiting(slurm: &dyn crate::slurm::Slurm, placeholder: &Placeholder) {
-    if !link::is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
-        return;
-    }
-    let mark = crate::slurm::JobUpdate {
-        admin_comment: Some(link::replaced(&placeholder.job.admin_comment)),
-        ..Default::default()
-    };
-    if let Err(error) = slurm.update_job(&placeholder.job.job_id, &mark).await {
-        tracing::warn!(job = placeholder.job.job_id, %error, "could not mark the gang's job as replaced");
-    }
 }
 
 /// The group's unbound pods that are not leaving, oldest first (then by name).

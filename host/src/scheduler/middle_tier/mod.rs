@@ -141,7 +141,7 @@ impl World {
             writer: PodWriter::new(client.clone(), SCHEDULER),
             client,
             pods,
-            gang_locks: gang::GroupLocks::default(),
+            gang_locks: gang::locks::GroupLocks::default(),
             slurm: slurm.clone(),
             jobs: super::JobCache::new(installation.clone()),
             policies: Arc::new(Policies::bundled(FailureModes::default()).expect("the bundled policies")),

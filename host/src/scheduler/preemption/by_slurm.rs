@@ -8,10 +8,19 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::scheduler::timing::PREEMPTOR_PATIENCE;
 use crate::slurm::{Job, JobState, expand_hostlist};
+
+/// What is known of Slurm's own preemption of a bound pod's placeholder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakenBySlurm {
+    /// The Event's note, naming the job that did it (or saying Slurm does not name one).
+    Named(String),
+    /// The preemptor has not shown yet: look again after this long.
+    AwaitPreemptor(Duration),
+}
 
 /// The job that started on `nodes` at or after `since` (UNIX seconds), the earliest if several.
 pub fn preemptor<'a>(victim: u32, nodes: &BTreeSet<String>, since: u64, holding: &'a [Job]) -> Option<&'a Job> {

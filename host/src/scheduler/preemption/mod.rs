@@ -15,13 +15,14 @@
 
 pub mod by_slurm;
 mod execute;
-mod in_flight;
-mod known_rules;
+pub mod in_flight;
+pub mod known_rules;
 mod offer;
+pub mod outcome;
 mod slurm_rules;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::scheduler::watched_pod::WatchedPod;
 
@@ -42,25 +43,13 @@ use crate::error::Error;
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::slurm::{Job, JobState, expand_hostlist};
 use crate::tenancy;
+use by_slurm::TakenBySlurm;
+use outcome::Outcome;
 use slurm_rules::Protection;
 
 /// Slurm's reason for a job that waits for nodes to free. (`Priority` is not enough: a job of higher
 /// priority waits first, and room made now would go to it.)
 const WAITING_FOR_RESOURCES: &str = "Resources";
-
-/// What a preemption pass did, for the waiting pod's condition.
-pub struct Outcome {
-    pub note: String,
-    /// Look again soon, not at the next routine pass: victims are on their way out, or a disruption
-    /// budget refused an eviction for now.
-    pub look_again_soon: bool,
-}
-
-impl Outcome {
-    fn settled(note: impl Into<String>) -> Option<Self> {
-        Some(Self { note: note.into(), look_again_soon: false })
-    }
-}
 
 /// Asks the preemption policy to make room for a pod whose placeholder waits, and carries out its
 /// answer. `None` when preemption does not apply.
@@ -203,15 +192,6 @@ fn jobs_of_leaving_pods(holding: &[Job], ctx: &Context) -> Vec<u32> {
 fn grace_of(pod: &WatchedPod) -> u32 {
     let grace = pod.spec.as_ref().and_then(|spec| spec.termination_grace_period_seconds).unwrap_or(30);
     u32::try_from(grace.max(0)).unwrap_or(u32::MAX)
-}
-
-/// What is known of Slurm's own preemption of a bound pod's placeholder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TakenBySlurm {
-    /// The Event's note, naming the job that did it (or saying Slurm does not name one).
-    Named(String),
-    /// The preemptor has not shown yet: look again after this long.
-    AwaitPreemptor(Duration),
 }
 
 /// Whether Slurm's own preemption took a bound pod's placeholder `job` (ended PREEMPTED, or pending

@@ -1,0 +1,15 @@
+//! What a preemption pass tells the waiting pod.
+
+/// What a preemption pass did, for the waiting pod's condition.
+pub struct Outcome {
+    pub note: String,
+    /// Look again soon, not at the next routine pass: victims are on their way out, or a disruption
+    /// budget refused an eviction for now.
+    pub look_again_soon: bool,
+}
+
+impl Outcome {
+    pub(super) fn settled(note: impl Into<String>) -> Option<Self> {
+        Some(Self { note: note.into(), look_again_soon: false })
+    }
+}
