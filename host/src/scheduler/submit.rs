@@ -9,7 +9,7 @@ use crate::scheduler::watched_pod::{PodNeeds, WatchedPod};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::batch::Turn;
+use super::batch::{TimedTurn, Turn};
 use super::conditions::WaitReason;
 use super::context::Context;
 use super::fast_path::{self, Allocation};
@@ -43,10 +43,10 @@ pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Acti
     let description = placeholder::job_description(&key, request, kind, &ctx.installation);
     if kind == PlaceholderKind::External {
         // Slurm has no arrays of external jobs: every pod's placeholder is submitted on its own.
-        return submit_alone(pod, key, description, ctx).await;
+        return submit_alone(pod, key, description, None, ctx).await;
     }
     match ctx.batches.join(ctx.slurm.as_ref(), key.clone(), description.clone()).await {
-        Turn::Alone(_turn) => submit_alone(pod, key, description, ctx).await,
+        Turn::Alone(turn) => submit_alone(pod, key, description, Some(turn), ctx).await,
         Turn::Task(Ok(task)) => {
             // Known as the pod's before Slurm lists it, as a lone submission is.
             let job = Job {
@@ -71,16 +71,23 @@ pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Acti
 }
 
 /// A pod submitted on its own: an immediate allocation first (with the fast path), else a queued job.
+/// Its `turn` ends once Slurm has answered: the pods waiting behind it need not wait for what the pass
+/// writes to the API server next.
 async fn submit_alone(
     pod: &WatchedPod,
     key: PodKey,
     description: JobDescription,
+    mut turn: Option<TimedTurn>,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let who = fast_path::allocate_as(&description, ctx.installation.seal().can_seal());
     let fast = ctx.fast_path && !ctx.batches.in_burst() && !pod_rules::concern(pod, &ctx.pod_rules());
     if let Some(who) = who.filter(|_| fast) {
-        match fast_path::allocate(ctx, &description, who).await {
+        let allocation = fast_path::allocate(ctx, &description, who).await;
+        if !matches!(allocation, Allocation::Refused) {
+            drop(turn.take());
+        }
+        match allocation {
             Allocation::Running(job) => {
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
                 ctx.jobs.record_job(key.clone(), (*job).clone());
@@ -102,7 +109,9 @@ async fn submit_alone(
             Allocation::Refused => {}
         }
     }
-    let job_id = match ctx.slurm.submit(&description).await {
+    let answer = ctx.slurm.submit(&description).await;
+    drop(turn);
+    let job_id = match answer {
         Ok(job_id) => job_id,
         Err(error) => {
             return match after_failure(pod, &[key], "the job", &error, ctx).await? {
