@@ -22,7 +22,7 @@ use super::placement::exclusions;
 use super::placement::placement_checks::Grounds;
 use super::placement::pod_rules::{self, PodPlacement};
 use super::step::{Again, Plan, Step};
-use super::timing::{RECHECK, RETRY, UNREADABLE_RECHECK};
+use super::timing::{RECHECK, RETRY, SUBMITTED_RECHECK, UNREADABLE_RECHECK};
 use super::{bind, executor};
 use crate::error::Error;
 use crate::failpoint;
@@ -126,12 +126,13 @@ async fn submit_alone(
     executor::execute(ctx, pod, submitted(&job_id.to_string())).await
 }
 
-/// What the pod says once its job is queued.
+/// What the pod says once its job is queued: an Event, and no condition yet. Slurm starts most jobs
+/// within a second, and a pod bound then was never waiting; one that was is told what for by the look
+/// after [`SUBMITTED_RECHECK`], as Slurm lists the job.
 fn submitted(job: &str) -> Plan<'static> {
     let note = format!("submitted as Slurm job {job}");
     let event = Step::Event { warning: false, reason: "SlurmJobSubmitted", action: "Schedule", note };
-    let message = format!("waiting for Slurm: job {job} submitted");
-    Plan { steps: vec![event, Step::Wait { reason: WaitReason::Unschedulable, message }], again: Again::After(RECHECK) }
+    Plan { steps: vec![event], again: Again::After(SUBMITTED_RECHECK) }
 }
 
 /// What a failed submission means for the pods it was for.
@@ -307,6 +308,13 @@ mod tests {
     fn answered(error_number: i64) -> SlurmError {
         let errors = vec![ApiMessage { error_number, ..Default::default() }];
         SlurmError::Api { what: "job submission", status: 500, errors }
+    }
+
+    #[test]
+    fn a_queued_pod_is_told_nothing_until_its_job_had_a_moment_to_start() {
+        let plan = submitted("12_3");
+        assert!(plan.steps.iter().all(|step| matches!(step, Step::Event { .. })), "no condition: {plan:?}");
+        assert_eq!(plan.again, Again::After(SUBMITTED_RECHECK));
     }
 
     #[test]

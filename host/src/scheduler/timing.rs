@@ -13,6 +13,9 @@ use std::time::Duration;
 /// A second look when nothing is expected to change the pod sooner (a watch event, a change of
 /// Slurm's jobs or nodes, or another member of its group brings it back earlier).
 pub const RECHECK: Duration = Duration::from_secs(60);
+/// A pod whose job was just queued says what the job waits for once this has passed, unless the job
+/// started first.
+pub const SUBMITTED_RECHECK: Duration = Duration::from_secs(1);
 /// Soon again, after something that should pass (a conflict, a job not listed yet, Slurm busy).
 pub const RETRY: Duration = Duration::from_secs(5);
 /// Before the first job listing, "no job" is not known to be true; that listing is a poll away.
