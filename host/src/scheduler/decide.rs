@@ -39,6 +39,9 @@ pub struct Facts<'a> {
     pub submission_in_doubt: bool,
     /// How long the pod must still wait after Slurm refused it moments ago.
     pub refused_for: Option<Duration>,
+    /// How long the pod still says nothing of the job this host queued for it moments ago: Slurm
+    /// starts most jobs within that time, and a pod bound then was never waiting.
+    pub quiet_for: Option<Duration>,
     /// The pod's group, when it is a gang member.
     pub group: Option<Group>,
     /// Why the pod may not run where its running job is (a taint or label that came since).
@@ -78,7 +81,8 @@ pub enum Next<'a> {
     AwaitContainersStopped,
     /// Cancel every live job of a pod that no longer needs one.
     CancelForLeaving { live: &'a [Placeholder], why: String },
-    /// Look again once this long has passed (Slurm refused the pod moments ago).
+    /// Look again once this long has passed (Slurm refused the pod moments ago, or its job was
+    /// queued moments ago).
     LookAgainIn(Duration),
     /// Ask the job-mapper and submit the pod's job (alone, or with others as an array).
     Submit,
@@ -163,9 +167,10 @@ fn decide_one_job<'a>(facts: &Facts<'a>) -> Next<'a> {
             (JobState::Running, Some(why)) => Next::Replace { placeholder, why: why.clone() },
             (JobState::Running, None) if super::link::is_gang(&placeholder.job) => Next::BindGang(placeholder),
             (JobState::Running, None) => Next::Bind(placeholder),
-            _ => match held::hold(&placeholder.job, facts.uid_grant.as_ref()) {
-                Some(hold) => Next::Held { placeholder, hold },
-                None => Next::WaitInSlurm(placeholder),
+            _ => match (facts.quiet_for, held::hold(&placeholder.job, facts.uid_grant.as_ref())) {
+                (Some(wait), _) => Next::LookAgainIn(wait),
+                (None, Some(hold)) => Next::Held { placeholder, hold },
+                (None, None) => Next::WaitInSlurm(placeholder),
             },
         },
         (Some(placeholder), Some(node)) if placeholder.job.state() == JobState::Pending => {

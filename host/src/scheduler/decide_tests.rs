@@ -106,6 +106,16 @@ fn every_path_through_decide() {
         ),
         ("its job waits in Slurm", Facts { live: &pending, ..listed() }, Next::WaitInSlurm(&pending[0])),
         (
+            "its job was queued moments ago: nothing said yet",
+            Facts { live: &pending, quiet_for: Some(Duration::from_millis(400)), ..listed() },
+            Next::LookAgainIn(Duration::from_millis(400)),
+        ),
+        (
+            "its job was queued moments ago and runs already: bind",
+            Facts { live: &running, quiet_for: Some(Duration::from_millis(400)), ..listed() },
+            Next::Bind(&running[0]),
+        ),
+        (
             "its job is held: an error, the job kept",
             Facts { live: &held_by_hand, ..listed() },
             Next::Held { placeholder: &held_by_hand[0], hold: Hold::Other },

@@ -40,6 +40,8 @@ struct State {
     touched: HashSet<String>,
     /// When Slurm last refused a submission, by pod UID.
     refusals: HashMap<String, Instant>,
+    /// When this host last queued a job for the pod, by pod UID.
+    queued: HashMap<String, Instant>,
     /// When a submission's answer was lost (it may or may not have made a job), by pod UID.
     doubts: HashMap<String, Instant>,
     /// When the last complete listing began.
@@ -200,6 +202,9 @@ impl JobCache {
             Some(known) => *known = placeholder.clone(),
             None => jobs.push(placeholder.clone()),
         }
+        if placeholder.job.state() == JobState::Pending {
+            state.queued.insert(placeholder.pod.uid.clone(), Instant::now());
+        }
         state.submitted.push((Instant::now(), placeholder));
     }
 
@@ -252,6 +257,13 @@ impl JobCache {
         let listed_since = state.listing_began;
         state.doubts.retain(|_, at| listed_since.is_none_or(|began| began <= *at));
         state.doubts.contains_key(uid)
+    }
+
+    /// When this host queued a job for this pod, if that was less than `within` ago.
+    pub fn recently_queued(&self, uid: &str, within: Duration) -> Option<Instant> {
+        let mut state = self.write();
+        state.queued.retain(|_, at| at.elapsed() < within);
+        state.queued.get(uid).copied()
     }
 
     /// When Slurm refused this pod's job, if that was less than `within` ago.

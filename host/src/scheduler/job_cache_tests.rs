@@ -51,6 +51,18 @@ fn keeps_a_fresh_submission_that_the_listing_missed() {
 }
 
 #[test]
+fn a_pod_is_quiet_only_for_a_moment_after_its_job_was_queued_here() {
+    let cache = JobCache::default();
+    let pod = |uid: &str| PodKey { namespace: "ns".into(), name: format!("pod-{uid}"), uid: uid.into() };
+    cache.record_job(pod("queued"), job(1, "queued", "PENDING"));
+    cache.record_job(pod("allocated"), job(2, "allocated", "RUNNING"));
+    let moment = Duration::from_secs(60);
+    assert!(cache.recently_queued("queued", moment).is_some());
+    assert!(cache.recently_queued("allocated", moment).is_none(), "a job that runs at once was never queued");
+    assert!(cache.recently_queued("queued", Duration::ZERO).is_none(), "the moment is over");
+}
+
+#[test]
 fn a_job_listed_before_its_answer_arrived_stays_one_placeholder() {
     let cache = JobCache::default();
     cache.replace(vec![job(9, "a", "RUNNING")], 100, Instant::now());

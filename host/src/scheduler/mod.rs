@@ -175,6 +175,7 @@ pub async fn run(
         metrics: config.metrics,
         fast_path: config.fast_path,
         placeholders: config.placeholders,
+        quiet_after_queueing: timing::SUBMITTED_RECHECK,
         batches: batch::Batches::new(config.max_array_tasks, installation.clone()),
         installation,
         preemption: config.preemption,

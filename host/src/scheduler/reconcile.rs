@@ -96,6 +96,10 @@ fn observe<'a>(
             .jobs
             .recent_refusal(&key.uid, RECHECK)
             .map(|refusal| RECHECK.saturating_sub(refusal.elapsed())),
+        quiet_for: ctx
+            .jobs
+            .recently_queued(&key.uid, ctx.quiet_after_queueing)
+            .map(|queued| ctx.quiet_after_queueing.saturating_sub(queued.elapsed())),
         group: gang::group_of(pod),
         misplaced: first.filter(|_| running_unbound).and_then(|p| bind::misplaced(pod, p, ctx)),
         taken_by_slurm,

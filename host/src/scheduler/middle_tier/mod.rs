@@ -159,6 +159,7 @@ impl World {
             metrics: SchedulerMetrics::default(),
             fast_path,
             placeholders: Placeholders::Batch,
+            quiet_after_queueing: std::time::Duration::ZERO,
             batches: batch::Batches::new(1, installation.clone()),
             installation,
             preemption: false,
