@@ -56,6 +56,13 @@ struct State {
     last_error: Option<String>,
 }
 
+/// How much of `window` is left since `uid`'s moment in `times`, if any is; moments whose window is
+/// over are forgotten.
+fn left_of(times: &mut HashMap<String, Instant>, uid: &str, window: Duration) -> Option<Duration> {
+    times.retain(|_, at| at.elapsed() < window);
+    times.get(uid).map(|at| window.saturating_sub(at.elapsed()))
+}
+
 /// The pod's placeholders, made room for one: a `Vec`'s first push makes room for four, and a
 /// placeholder is about 1 KB, so 10,000 waiting pods would hold 30 MB of room for jobs that never come.
 fn placeholders_of<'a>(by_pod: &'a mut HashMap<String, Vec<Placeholder>>, uid: &str) -> &'a mut Vec<Placeholder> {
@@ -259,18 +266,14 @@ impl JobCache {
         state.doubts.contains_key(uid)
     }
 
-    /// When this host queued a job for this pod, if that was less than `within` ago.
-    pub fn recently_queued(&self, uid: &str, within: Duration) -> Option<Instant> {
-        let mut state = self.write();
-        state.queued.retain(|_, at| at.elapsed() < within);
-        state.queued.get(uid).copied()
+    /// How much of `window` is left since this host queued a job for this pod, if any is.
+    pub fn quiet_for(&self, uid: &str, window: Duration) -> Option<Duration> {
+        left_of(&mut self.write().queued, uid, window)
     }
 
-    /// When Slurm refused this pod's job, if that was less than `within` ago.
-    pub fn recent_refusal(&self, uid: &str, within: Duration) -> Option<Instant> {
-        let mut state = self.write();
-        state.refusals.retain(|_, at| at.elapsed() < within);
-        state.refusals.get(uid).copied()
+    /// How much of `window` is left since Slurm refused this pod's job, if any is.
+    pub fn refused_for(&self, uid: &str, window: Duration) -> Option<Duration> {
+        left_of(&mut self.write().refusals, uid, window)
     }
 
     /// A placeholder allocated as its tenant whose admin link is not written yet (Slurm restarted,

@@ -57,9 +57,9 @@ fn a_pod_is_quiet_only_for_a_moment_after_its_job_was_queued_here() {
     cache.record_job(pod("queued"), job(1, "queued", "PENDING"));
     cache.record_job(pod("allocated"), job(2, "allocated", "RUNNING"));
     let moment = Duration::from_secs(60);
-    assert!(cache.recently_queued("queued", moment).is_some());
-    assert!(cache.recently_queued("allocated", moment).is_none(), "a job that runs at once was never queued");
-    assert!(cache.recently_queued("queued", Duration::ZERO).is_none(), "the moment is over");
+    assert!(cache.quiet_for("queued", moment).is_some());
+    assert!(cache.quiet_for("allocated", moment).is_none(), "a job that runs at once was never queued");
+    assert!(cache.quiet_for("queued", Duration::ZERO).is_none(), "the moment is over");
 }
 
 #[test]

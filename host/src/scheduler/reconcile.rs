@@ -92,14 +92,8 @@ fn observe<'a>(
         ended,
         containers_may_run: still_running_on_its_node(pod),
         submission_in_doubt: ctx.jobs.in_doubt(&key.uid),
-        refused_for: ctx
-            .jobs
-            .recent_refusal(&key.uid, RECHECK)
-            .map(|refusal| RECHECK.saturating_sub(refusal.elapsed())),
-        quiet_for: ctx
-            .jobs
-            .recently_queued(&key.uid, ctx.quiet_after_queueing)
-            .map(|queued| ctx.quiet_after_queueing.saturating_sub(queued.elapsed())),
+        refused_for: ctx.jobs.refused_for(&key.uid, RECHECK),
+        quiet_for: ctx.jobs.quiet_for(&key.uid, ctx.quiet_after_queueing),
         group: gang::group_of(pod),
         misplaced: first.filter(|_| running_unbound).and_then(|p| bind::misplaced(pod, p, ctx)),
         taken_by_slurm,
