@@ -18,7 +18,7 @@ use super::placeholder::Placeholder;
 use super::step::{Plan, Step};
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
-use crate::slurm::JobUpdate;
+use crate::slurm::{JobState, JobUpdate, Slurm};
 
 /// Takes the plan's steps, and says when to look again.
 pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Action, Error> {
@@ -122,14 +122,11 @@ pub async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Res
 /// Before a member's gang job is cancelled because the member leaves: a job that does not run yet is
 /// marked replaced, so the other members stay Pending for a new job (bound members, whose job ran, go
 /// with it). A failed mark only costs those members: they are deleted as for a running gang.
-pub async fn keep_members_waiting(slurm: &dyn crate::slurm::Slurm, placeholder: &Placeholder) {
-    if !link::is_gang(&placeholder.job) || placeholder.job.state() == crate::slurm::JobState::Running {
+pub async fn keep_members_waiting(slurm: &dyn Slurm, placeholder: &Placeholder) {
+    if !link::is_gang(&placeholder.job) || placeholder.job.state() == JobState::Running {
         return;
     }
-    let mark = crate::slurm::JobUpdate {
-        admin_comment: Some(link::replaced(&placeholder.job.admin_comment)),
-        ..Default::default()
-    };
+    let mark = JobUpdate { admin_comment: Some(link::replaced(&placeholder.job.admin_comment)), ..Default::default() };
     if let Err(error) = slurm.update_job(&placeholder.job.job_id, &mark).await {
         tracing::warn!(job = placeholder.job.job_id, %error, "could not mark the gang's job as replaced");
     }
