@@ -10,6 +10,11 @@
 //! listing is asked for again without `update_time`); a zero `last_update` is never stored. Slurm
 //! compares whole seconds, so a change in the same second as the last listing can be missed by an
 //! incremental poll: every `full_listing_every` polls the listing is taken in full.
+//!
+//! A replica that stands by for the leader Lease polls at [`Pace::StandingBy`]: each change of any
+//! node makes slurmrestd list every node again (13 MB at 5,000 nodes), and a listing the follower
+//! asks for is one slurmrestd serves beside the leader's writes. Its listing is kept warm, not
+//! current; a takeover polls at once.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,14 +25,19 @@ use futures::Stream;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::{Node, NodesPage, SlurmClient, SlurmError};
+
+/// How often a replica that stands by for the Lease polls.
+pub const STANDBY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How the cache polls.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeCacheConfig {
     pub interval: Duration,
+    /// The interval at [`Pace::StandingBy`].
+    pub standby_interval: Duration,
     /// A listing older than this (no successful poll since) is not trusted.
     pub stale_after: Duration,
     /// Every this many polls the listing is taken without `update_time`.
@@ -36,8 +46,37 @@ pub struct NodeCacheConfig {
 
 impl NodeCacheConfig {
     pub fn every(interval: Duration) -> Self {
-        Self { interval, stale_after: interval * 4 + Duration::from_secs(5), full_listing_every: 60 }
+        Self {
+            interval,
+            standby_interval: STANDBY_INTERVAL.max(interval),
+            stale_after: interval * 4 + Duration::from_secs(5),
+            full_listing_every: 60,
+        }
     }
+
+    fn interval_at(&self, pace: Pace) -> Duration {
+        match pace {
+            Pace::Leading => self.interval,
+            Pace::StandingBy => self.standby_interval,
+        }
+    }
+
+    /// Standing by, a listing is stale once two polls are overdue: nothing decides on it then.
+    fn stale_after_at(&self, pace: Pace) -> Duration {
+        match pace {
+            Pace::Leading => self.stale_after,
+            Pace::StandingBy => self.stale_after.max(self.standby_interval * 2),
+        }
+    }
+}
+
+/// Whom the cache polls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// The controllers that decide on the listing run here (the leader, or a host without election).
+    Leading,
+    /// The replica waits for the Lease: the listing only has to be warm for a takeover.
+    StandingBy,
 }
 
 /// Where listings come from: slurmrestd, or a fake in tests.
@@ -133,6 +172,7 @@ pub struct NodeCache {
     state: Arc<RwLock<State>>,
     changes: broadcast::Sender<NodeChange>,
     config: NodeCacheConfig,
+    pace: Arc<watch::Sender<Pace>>,
     polls: Counter,
     requests: Counter,
     /// 1 while the last poll got an answer, else 0.
@@ -143,7 +183,13 @@ impl NodeCache {
     pub fn new(config: NodeCacheConfig) -> Self {
         let (changes, _) = broadcast::channel(256);
         let (polls, requests, up) = (Counter::default(), Counter::default(), Gauge::default());
-        Self { state: Arc::default(), changes, config, polls, requests, up }
+        let pace = Arc::new(watch::Sender::new(Pace::Leading));
+        Self { state: Arc::default(), changes, config, pace, polls, requests, up }
+    }
+
+    /// Polls at `pace` from now on; a change polls at once.
+    pub fn set_pace(&self, pace: Pace) {
+        self.pace.send_replace(pace);
     }
 
     /// Adds the poll and request counters (their ratio: Slurm requests per poll, whatever the
@@ -168,7 +214,7 @@ impl NodeCache {
 
     /// The current listing, or why there is none to trust.
     pub fn snapshot(&self) -> Result<NodeSnapshot, Unreadable> {
-        self.snapshot_no_older_than(self.config.stale_after)
+        self.snapshot_no_older_than(self.config.stale_after_at(*self.pace.borrow()))
     }
 
     /// The last listing, fresh or not, unless it is older than `age` or a poll failed since: for a
@@ -193,14 +239,19 @@ impl NodeCache {
         })
     }
 
-    /// Polls `source` every interval, forever.
+    /// Polls `source` every interval of its pace, forever.
     pub async fn run<S: NodeSource>(self, source: S) {
-        let mut ticker = tokio::time::interval(self.config.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pace = self.pace.subscribe();
         loop {
-            ticker.tick().await;
+            let started = tokio::time::Instant::now();
             if let Err(error) = self.poll_once(&source).await {
                 tracing::warn!(%error, "listing Slurm nodes failed; nodes read as unknown until a listing succeeds");
+            }
+            let interval = self.config.interval_at(*pace.borrow_and_update());
+            tokio::select! {
+                () = tokio::time::sleep_until(started + interval) => {}
+                // The sender lives as long as the cache: this never ends.
+                _ = pace.changed() => {}
             }
         }
     }

@@ -50,6 +50,12 @@ fn node(name: &str, state: &str) -> Node {
     Node { name: name.into(), state: vec![state.into()], comment: format!("of {name}"), ..Default::default() }
 }
 
+impl NodeSource for Arc<FakeSlurm> {
+    fn list_nodes(&self, since: Option<u64>) -> impl Future<Output = Result<NodesPage, SlurmError>> + Send {
+        self.as_ref().list_nodes(since)
+    }
+}
+
 fn all(nodes: &[Node], last_update: u64) -> Answer {
     Answer::Page(NodesPage::All { nodes: nodes.to_vec(), last_update: Some(last_update).filter(|t| *t > 0) })
 }
@@ -57,6 +63,7 @@ fn all(nodes: &[Node], last_update: u64) -> Answer {
 fn cache() -> NodeCache {
     NodeCache::new(NodeCacheConfig {
         interval: Duration::from_millis(10),
+        standby_interval: STANDBY_INTERVAL,
         stale_after: Duration::from_secs(60),
         full_listing_every: 1000,
     })
@@ -168,6 +175,7 @@ async fn a_stale_listing_is_still_given_for_a_longer_bound_but_never_after_a_fai
 async fn takes_a_full_listing_every_so_often() {
     let cache = NodeCache::new(NodeCacheConfig {
         interval: Duration::from_millis(10),
+        standby_interval: STANDBY_INTERVAL,
         stale_after: Duration::from_secs(60),
         full_listing_every: 3,
     });
@@ -206,4 +214,41 @@ async fn tells_subscribers_what_changed_and_when_readability_flips() {
     }
     assert_eq!(names(change), ["a=of a", "b=of b"]);
     assert_eq!(names(changes.next().await.unwrap()), ["*"]);
+}
+
+/// Lets a spawned poll loop run until it waits for its next poll (time is paused: it never passes).
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn standing_by_it_polls_seldom_and_a_takeover_polls_at_once() {
+    let cache = NodeCache::new(NodeCacheConfig::every(Duration::from_millis(500)));
+    cache.set_pace(Pace::StandingBy);
+    let unchanged = || Answer::Page(NodesPage::Unchanged);
+    let answers = [all(&[node("a", "IDLE")], 100), unchanged(), unchanged(), unchanged()];
+    let slurm = Arc::new(FakeSlurm::answering(answers));
+    tokio::spawn(cache.clone().run(slurm.clone()));
+    settle().await;
+    assert_eq!(slurm.asked().len(), 1);
+    tokio::time::advance(STANDBY_INTERVAL - Duration::from_millis(1)).await;
+    settle().await;
+    assert_eq!(slurm.asked().len(), 1, "no second poll within the standby interval");
+
+    cache.set_pace(Pace::Leading);
+    settle().await;
+    assert_eq!(slurm.asked().len(), 2, "a takeover polls at once");
+    tokio::time::advance(Duration::from_millis(500)).await;
+    settle().await;
+    assert_eq!(slurm.asked().len(), 3, "then at the leader's interval");
+}
+
+#[test]
+fn standing_by_a_listing_is_trusted_until_two_polls_are_overdue() {
+    let config = NodeCacheConfig::every(Duration::from_millis(500));
+    assert_eq!(config.stale_after_at(Pace::Leading), Duration::from_secs(7));
+    assert_eq!(config.stale_after_at(Pace::StandingBy), STANDBY_INTERVAL * 2);
+    assert_eq!(config.interval_at(Pace::StandingBy), STANDBY_INTERVAL);
 }

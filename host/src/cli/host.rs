@@ -15,7 +15,7 @@ use crate::delivery::{self, Decision, Loads};
 use crate::http;
 use crate::leader::{self, Election, Fence, LeaderGauge, Leadership};
 use crate::policy::{FailureModes, OnFailure, Policies};
-use crate::slurm::{NodeCache, NodeCacheConfig, SlurmClient, SlurmInfoMetric, TOKEN_LIFETIME, TokenSigner};
+use crate::slurm::{NodeCache, NodeCacheConfig, Pace, SlurmClient, SlurmInfoMetric, TOKEN_LIFETIME, TokenSigner};
 
 /// How long the way out may take to hand the Lease over.
 const RELEASE: Duration = Duration::from_secs(5);
@@ -95,6 +95,10 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
     if let Some(election) = &election {
         readiness.check("leader-lease", election.synced());
     }
+    // A replica polls at the leader's pace only while it leads.
+    let pace = slurm_nodes.clone().filter(|_| election.is_some());
+    let set_pace = |to: Pace| pace.iter().for_each(|slurm_nodes| slurm_nodes.set_pace(to));
+    set_pace(Pace::StandingBy);
     if let Some(slurm_nodes) = &slurm_nodes {
         tokio::spawn(slurm_nodes.clone().run(slurm.clone()));
         tokio::spawn(crate::slurm::rediscover_after_reconnects(slurm.clone(), slurm_nodes.clone(), slurm_info_metric));
@@ -116,6 +120,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
             },
         };
         leading.set(true);
+        set_pace(Pace::Leading);
         let mut term = writers.start()?;
         tokio::select! {
             result = term.finished() => return result,
@@ -124,6 +129,7 @@ async fn serve(args: HostArgs, election: Option<leader::Config>) -> anyhow::Resu
                 tracing::warn!("lost the leader Lease ({reason}): stopping every writer, then standing for election again");
                 term.stop().await;
                 leading.set(false);
+                set_pace(Pace::StandingBy);
             }
             () = &mut stop => {
                 // The controllers stop on the same signal once their reconciles under way are done.
