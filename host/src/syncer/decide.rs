@@ -92,11 +92,11 @@ pub fn decide(
     ask: impl FnMut(&NodeEvent) -> Result<DrainDecision, PolicyError>,
 ) -> Result<Decided, PolicyError> {
     let (action, asked) = decide_action(input, ask)?;
-    // On a stale view only a drain goes ahead: it ends no job and keeps new ones off, so a cordon
-    // need not wait for a slow listing. A resume lets jobs in, so it waits for a fresh view that
-    // shows no one else's drain arrived meanwhile.
+    // A write goes ahead on a stale view, as on a fresh one: it is decided again on the node read
+    // alone right before it ([`writes`]), which shows anyone else's drain. A withheld resume writes
+    // nothing to be read again: it waits for a fresh view that still shows the drain that holds it.
     let action = match (input.view, action) {
-        (View::Stale, SyncStep::Resume { .. } | SyncStep::Withheld(Withheld::Resume { .. })) => SyncStep::Nothing,
+        (View::Stale, SyncStep::Withheld(Withheld::Resume { .. })) => SyncStep::Nothing,
         (_, action) => action,
     };
     let (annotations, refused): (Vec<KeyValue>, Vec<KeyValue>) =

@@ -161,7 +161,7 @@ fn a_drain_policy_never_writes_the_hosts_own_annotations() {
 }
 
 #[test]
-fn on_a_stale_view_a_drain_goes_ahead_and_a_resume_waits() {
+fn on_a_stale_view_writes_go_ahead_and_a_withheld_resume_waits() {
     let on_stale = |causes: &[Cause], slurm: &slurm::Node, drained_for: Option<&str>, cleared: Option<NodeEvent>| {
         let input = DecideInput { causes, slurm, view: View::Stale, drained_for, cleared, nodeset_owned: false };
         decide(&input, policy).unwrap().action
@@ -172,7 +172,7 @@ fn on_a_stale_view_a_drain_goes_ahead_and_a_resume_waits() {
     assert_eq!(on_stale(&[cordon()], &admin, None, None), withheld_drain());
     assert_eq!(on_stale(&[], &admin, Some("cordon"), Some(NodeEvent::Uncordoned)), SyncStep::Nothing, "as a resume");
     let drained = node(&["IDLE", "DRAIN"], "k8s: cordoned");
-    assert_eq!(on_stale(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)), SyncStep::Nothing);
-    assert_eq!(on_stale(&[], &drained, None, None), SyncStep::Nothing, "not even with no cause recorded");
-    assert_eq!(run(&[], &drained, None, None), SyncStep::Resume { cause: None }, "which a fresh view resumes");
+    let resume = SyncStep::Resume { cause: Some("cordon".into()) };
+    assert_eq!(on_stale(&[], &drained, Some("cordon"), Some(NodeEvent::Uncordoned)), resume);
+    assert_eq!(on_stale(&[], &drained, None, None), SyncStep::Resume { cause: None });
 }

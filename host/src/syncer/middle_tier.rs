@@ -222,7 +222,7 @@ async fn a_cordon_right_after_an_uncordon_drains_before_a_listing_shows_the_resu
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn while_listings_are_slow_a_cordon_drains_and_an_uncordon_waits_for_a_fresh_one() {
+async fn while_listings_are_slow_a_cordon_drains_and_an_uncordon_resumes_on_the_node_read_alone() {
     let mut world = World::with_slow_listings().await;
     world.sync().await;
     world.cordon(true);
@@ -232,8 +232,21 @@ async fn while_listings_are_slow_a_cordon_drains_and_an_uncordon_waits_for_a_fre
 
     world.cordon(false);
     world.sync().await;
-    assert!(world.drain_reason().is_some(), "a resume lets jobs in: it waits for a fresh listing");
-    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}")]);
+    assert_eq!(world.drain_reason(), None, "decided again on the node as Slurm has it: resumed");
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}"), format!("undrain {SLURM_NODE}")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_listings_are_slow_an_uncordon_keeps_an_administrators_drain_the_listing_does_not_show() {
+    let mut world = World::with_slow_listings().await;
+    world.sync().await;
+    world.cordon(true);
+    world.sync().await;
+    world.administrator_drains("admin: bad dimm").await;
+    world.cordon(false);
+    world.sync().await;
+    assert_eq!(world.drain_reason().as_deref(), Some("admin: bad dimm"), "not resumed");
+    assert_eq!(world.slurm_writes(), [format!("drain {SLURM_NODE}"), format!("drain {SLURM_NODE}")]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

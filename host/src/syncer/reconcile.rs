@@ -49,8 +49,8 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     if pods.is_empty() {
         return Ok(Action::await_change());
     }
-    // Fail closed: nothing is resumed or un-mirrored on a view that cannot be trusted; a drain goes
-    // ahead on a view that is only slow to come (`View::Stale`), since it ends no job.
+    // Fail closed: nothing is done on a view that cannot be trusted. On one only slow to come
+    // (`View::Stale`) writes go ahead, each decided again on the node read alone; nothing is mirrored.
     let (snapshot, view) = match ctx.slurm_nodes.snapshot() {
         Ok(snapshot) => (snapshot, View::Fresh),
         Err(unreadable) => match ctx.slurm_nodes.snapshot_no_older_than(DRAIN_ON_VIEW_WITHIN) {
@@ -114,7 +114,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     }
     let cordoned = cordoned(&node);
     if view == View::Stale {
-        // Mirrored, and resumed if due, once a listing is fresh: the node cache then wakes every Node.
+        // Mirrored once a listing is fresh: the node cache then wakes every Node.
         tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced on a stale view");
         return Ok(Action::requeue(RETRY));
     }
