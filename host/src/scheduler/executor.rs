@@ -3,11 +3,10 @@
 //! decides afresh, so a step already taken (the job cancelled, the condition said) is not taken again
 //! blindly.
 //!
-//! The pod's condition, its Events, its binding and deletion, and the cancelling of its jobs are
-//! written here. Still written where they are decided, because what Slurm answers chooses the next
-//! step: the submissions themselves and their Events (`submit`, `gang`, which tells every member), a
-//! waiting job's excluded nodes (`submit::keep_placement`) and preemption's evictions and
-//! cancellations (`preemption::execute`).
+//! The pod's condition, its Events, its binding and deletion, the cancelling of its jobs and a waiting
+//! job's excluded nodes are written here. Still written where they are decided, because what Slurm
+//! answers chooses the next step: the submissions themselves and their Events (`submit`, `gang`,
+//! which tells every member), and preemption's evictions and cancellations (`preemption::execute`).
 
 use kube::runtime::controller::Action;
 
@@ -15,10 +14,11 @@ use super::conditions::{WaitReason, says_already};
 use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
+use super::placement::placement_checks::GroundsDigest;
 use super::step::{Plan, Step};
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
-use crate::slurm::{JobState, JobUpdate, Slurm};
+use crate::slurm::{JobState, JobUpdate, Slurm, SlurmError};
 
 /// Takes the plan's steps, and says when to look again.
 pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Action, Error> {
@@ -52,6 +52,10 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
             cancel_as_replaced(ctx, placeholder).await?;
         }
         Step::WriteLink { placeholder, link } => write_link(ctx, placeholder, &link).await?,
+        Step::PlacementChecked { placeholder, grounds } => ctx.placement_checks.record(&placeholder.pod.uid, grounds),
+        Step::UpdateExcludedNodes { placeholder, excluded, grounds } => {
+            update_excluded_nodes(ctx, placeholder, excluded, grounds).await?;
+        }
         Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
         Step::Bind { node, note } => bind(ctx, pod, &node, note).await?,
@@ -97,6 +101,31 @@ async fn write_link(ctx: &Context, placeholder: &Placeholder, link: &str) -> Res
     let update = JobUpdate { admin_comment, comment, ..Default::default() };
     ctx.slurm.update_job(&job_id, &update).await?;
     tracing::info!(job = job_id, pod = %placeholder.pod.name, "wrote the admin link of an allocation found by its seal");
+    Ok(())
+}
+
+async fn update_excluded_nodes(
+    ctx: &Context,
+    placeholder: &Placeholder,
+    excluded: Vec<String>,
+    grounds: GroundsDigest,
+) -> Result<(), Error> {
+    let Some(job_id) = placeholder.job.update_id() else { return Ok(()) };
+    let shown = excluded.join(",");
+    let update = JobUpdate { excluded_nodes: Some(excluded), ..Default::default() };
+    match ctx.slurm.update_job(&job_id, &update).await {
+        Ok(()) => {
+            tracing::info!(job = job_id, excluded = %shown, "placement rules changed: excluded nodes updated");
+            // The job's listing changes with the update, and so do the grounds: the next pass checks
+            // once more that Slurm took it.
+            ctx.placement_checks.record(&placeholder.pod.uid, grounds);
+        }
+        // The job started or ended meanwhile, or a node vanished: the next pass sees the new state.
+        Err(error @ SlurmError::Api { .. }) => {
+            tracing::debug!(job = job_id, %error, "could not update the job's excluded nodes");
+        }
+        Err(error) => return Err(error.into()),
+    }
     Ok(())
 }
 

@@ -127,10 +127,12 @@ async fn replace(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context, not
 async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
     let pending = placeholder.job.state() == JobState::Pending;
     // A gang's exclusions are fixed at submission (its members may differ).
-    if pending
-        && !link::is_gang(&placeholder.job)
-        && submit::keep_placement(pod, placeholder, ctx).await? == ExcludedNodes::NeedsOwnJob
-    {
+    let excluded_nodes = if pending && !link::is_gang(&placeholder.job) {
+        submit::excluded_nodes(pod, placeholder, ctx).await?
+    } else {
+        ExcludedNodes::Unjudged
+    };
+    if excluded_nodes == ExcludedNodes::NeedsOwnJob {
         let note = format!(
             "the pod's placement rules changed, and Slurm job {} waits in its job array's record, whose \
              excluded nodes every task of the array shares; cancelled it, and a new job of the pod's own will \
@@ -139,6 +141,7 @@ async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Contex
         );
         return replace(pod, placeholder, ctx, note).await;
     }
+    executor::take_all(ctx, pod, excluded_nodes.step(placeholder).into_iter().collect()).await?;
     let preemption = if pending { preemption::consider(pod, placeholder, ctx).await? } else { None };
     executor::execute(ctx, pod, waiting_in_slurm(&placeholder.job, preemption.as_ref())).await
 }

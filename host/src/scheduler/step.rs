@@ -12,6 +12,7 @@ use kube::runtime::controller::Action;
 use super::conditions::WaitReason;
 use super::link::PodKey;
 use super::placeholder::Placeholder;
+use super::placement::placement_checks::GroundsDigest;
 
 /// One write of a pass.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +35,13 @@ pub enum Step<'a> {
     /// Write the admin link of a job allocated as its tenant that names its pod only in its sealed
     /// comment (`link`, as the seal opened it), and give the comment back what followed the seal.
     WriteLink { placeholder: &'a Placeholder, link: String },
+    /// Remember that the pod's waiting job is in line with its placement rules on these grounds: not
+    /// judged again until one of them changes.
+    PlacementChecked { placeholder: &'a Placeholder, grounds: GroundsDigest },
+    /// Update the pod's waiting job to exclude exactly `excluded` (host lists), then as
+    /// [`Step::PlacementChecked`]. A job Slurm no longer lets update (started, ended, a node it names
+    /// deleted) is left to the next pass, which sees it as it is then.
+    UpdateExcludedNodes { placeholder: &'a Placeholder, excluded: Vec<String>, grounds: GroundsDigest },
     /// Remember that Slurm refused a submission for these pods: not submitted again at once.
     RecordRefusal(&'a [PodKey]),
     /// Remember that a submission for these pods got no answer: nothing is submitted for them until a

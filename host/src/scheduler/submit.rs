@@ -19,14 +19,14 @@ use super::placeholder::Placeholder;
 use super::placeholder::{self, PlaceholderKind};
 use super::placement::Verdict;
 use super::placement::exclusions;
-use super::placement::placement_checks::Grounds;
+use super::placement::placement_checks::{Grounds, GroundsDigest};
 use super::placement::pod_rules::{self, PodPlacement};
 use super::step::{Again, Plan, Step};
 use super::timing::{RECHECK, RETRY, SUBMITTED_RECHECK, UNREADABLE_RECHECK};
 use super::{bind, executor};
 use crate::error::Error;
 use crate::failpoint;
-use crate::slurm::{Job, JobDescription, JobUpdate, NoValue, SlurmError, Unreadable, compress_hostlist};
+use crate::slurm::{Job, JobDescription, NoValue, SlurmError, Unreadable, compress_hostlist};
 
 pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Action, Error> {
     let mut request = match mapping::map(pod, ctx).await? {
@@ -201,66 +201,71 @@ pub async fn after_failure(
     executor::execute(ctx, pod, plan).await.map(Some)
 }
 
-/// What became of a pending job's excluded nodes.
+/// What a pending job's excluded nodes need, against the pod's placement rules as they are now (a
+/// Node tainted, labelled or added since the job was submitted).
 #[derive(Debug, PartialEq, Eq)]
 pub enum ExcludedNodes {
-    /// In line with the pod's placement rules, updated to be, or to be looked at again next pass.
-    Kept,
+    /// Nothing now: found in line on the same grounds before, or not to be judged now (Slurm's nodes
+    /// unreadable, a rule it cannot honour: the pod says so when it is next placed).
+    Unjudged,
+    /// In line with the rules, on these grounds.
+    InLine(GroundsDigest),
+    /// To exclude exactly `excluded` (host lists); then in line on these grounds.
+    Update { excluded: Vec<String>, grounds: GroundsDigest },
     /// They must change, and the job is an array's task still in the array's record, which cannot be
     /// updated without changing every task (see `Job::update_id`): the pod needs a job of its own.
     NeedsOwnJob,
 }
 
-/// Brings a pending job's excluded nodes in line with the pod's placement rules as they are now
-/// (a Node tainted, labelled or added since the job was submitted).
-pub async fn keep_placement(
+impl ExcludedNodes {
+    /// The write that keeps `placeholder`'s job in line, if there is one to make.
+    pub fn step(self, placeholder: &Placeholder) -> Option<Step<'_>> {
+        match self {
+            ExcludedNodes::Unjudged | ExcludedNodes::NeedsOwnJob => None,
+            ExcludedNodes::InLine(grounds) => Some(Step::PlacementChecked { placeholder, grounds }),
+            ExcludedNodes::Update { excluded, grounds } => {
+                Some(Step::UpdateExcludedNodes { placeholder, excluded, grounds })
+            }
+        }
+    }
+}
+
+/// What the pending job of `placeholder` needs for its excluded nodes.
+pub async fn excluded_nodes(
     pod: &WatchedPod,
     placeholder: &Placeholder,
     ctx: &Context,
 ) -> Result<ExcludedNodes, Error> {
     // Taken before anything is read: a change published while this pass runs is checked again.
-    let grounds = Grounds::of(pod, &placeholder.job, ctx.placement.published(), ctx.policies.job_mapper.revision());
-    let uid = &placeholder.pod.uid;
-    if ctx.placement_checks.is_current(uid, &grounds) {
-        return Ok(ExcludedNodes::Kept);
+    let grounds =
+        Grounds::of(pod, &placeholder.job, ctx.placement.published(), ctx.policies.job_mapper.revision()).digest();
+    if ctx.placement_checks.is_current(&placeholder.pod.uid, grounds) {
+        return Ok(ExcludedNodes::Unjudged);
     }
     // The policy's own exclusions are asked again: they are part of what the job must carry.
     let Ok(Mapped::Job(request)) = mapping::ask(pod, ctx).await else {
-        return Ok(ExcludedNodes::Kept);
+        return Ok(ExcludedNodes::Unjudged);
     };
     let Ok(verdict) = ctx.placement.verdict(pod_spec(pod)) else {
-        return Ok(ExcludedNodes::Kept); // Slurm's nodes are not known now; the next pass looks again.
+        return Ok(ExcludedNodes::Unjudged);
     };
-    // A rule it cannot honour now leaves the job as it is: the pod says so when it is next placed.
     let PodPlacement::Verdict(verdict) = pod_rules::apply(verdict, pod, &ctx.pod_rules()) else {
-        return Ok(ExcludedNodes::Kept);
+        return Ok(ExcludedNodes::Unjudged);
     };
-    let wanted = exclusions::wanted(&request.excluded_nodes, &verdict);
-    if !exclusions::differs(&placeholder.job, &wanted, &verdict) {
-        ctx.placement_checks.record(uid, &grounds);
-        return Ok(ExcludedNodes::Kept);
+    // The verdict names every Slurm node: only the decision, a host list, outlives this call.
+    Ok(judged(&placeholder.job, &request.excluded_nodes, &verdict, grounds))
+}
+
+/// What `job`'s excluded nodes need to carry the policy's exclusions (`requested`) and the verdict's.
+fn judged(job: &Job, requested: &[String], verdict: &Verdict, grounds: GroundsDigest) -> ExcludedNodes {
+    let wanted = exclusions::wanted(requested, verdict);
+    if !exclusions::differs(job, &wanted, verdict) {
+        return ExcludedNodes::InLine(grounds);
     }
-    let Some(job_id) = placeholder.job.update_id() else {
-        return Ok(ExcludedNodes::NeedsOwnJob);
-    };
-    let excluded = compress_hostlist(&wanted);
-    // Both name every Slurm node: not held while the update is awaited.
-    drop((verdict, wanted));
-    let update = JobUpdate { excluded_nodes: Some(excluded.clone()), ..Default::default() };
-    match ctx.slurm.update_job(&job_id, &update).await {
-        Ok(()) => {
-            tracing::info!(job = job_id, excluded = %excluded.join(","), "placement rules changed: excluded nodes updated");
-            // The job's listing changes with the update, and so do the grounds: the next pass checks
-            // once more that Slurm took it.
-            ctx.placement_checks.record(uid, &grounds);
-        }
-        // The job started or ended meanwhile, or a node vanished: the next pass sees the new state.
-        Err(error @ SlurmError::Api { .. }) => {
-            tracing::debug!(job = job_id, %error, "could not update the job's excluded nodes");
-        }
-        Err(error) => return Err(error.into()),
+    if job.update_id().is_none() {
+        return ExcludedNodes::NeedsOwnJob;
     }
-    Ok(ExcludedNodes::Kept)
+    ExcludedNodes::Update { excluded: compress_hostlist(&wanted), grounds }
 }
 
 /// Where the pod may go, or what to do when nowhere (a Node change brings it back).
@@ -364,6 +369,33 @@ mod tests {
         };
         assert_eq!(not_submitted(&members, job, &refusal), Some(refused), "a refusal: no member tries again at once");
         assert_eq!(not_submitted(&members, job, &SlurmError::Withheld("not the leader")), None);
+    }
+
+    #[test]
+    fn a_waiting_job_is_brought_in_line_with_the_placement_rules() {
+        let verdict = Verdict {
+            excluded: BTreeMap::from([("n2".to_string(), "tainted".to_string())]),
+            eligible: BTreeSet::from(["n1".to_string(), "n3".to_string()]),
+        };
+        let pod = serde_json::from_value::<WatchedPod>(serde_json::json!({"metadata": {"name": "p"}})).unwrap();
+        let grounds = Grounds::of(&pod, &Job::default(), 1, 0).digest();
+        let own = |excluded: &str| Job { job_id: 7, excluded_nodes: excluded.into(), ..Default::default() };
+        let in_the_arrays_record =
+            Job { job_id: 7, array_job_id: NoValue::of(7), array_task_id: NoValue::of(3), ..Default::default() };
+        let update = |excluded: &[&str]| ExcludedNodes::Update {
+            excluded: excluded.iter().map(|name| name.to_string()).collect(),
+            grounds,
+        };
+        let rows = [
+            ("in line", own("n2"), vec![], ExcludedNodes::InLine(grounds)),
+            ("a deleted node it names needs nothing", own("n2,gone-9"), vec![], ExcludedNodes::InLine(grounds)),
+            ("a Node tainted since", own(""), vec![], update(&["n2"])),
+            ("the policy's own exclusions too", own("n2"), vec!["n[1-2]".to_string()], update(&["n[1-2]"])),
+            ("a task still in its array's record", in_the_arrays_record, vec![], ExcludedNodes::NeedsOwnJob),
+        ];
+        for (name, job, requested, expected) in rows {
+            assert_eq!(judged(&job, &requested, &verdict, grounds), expected, "{name}");
+        }
     }
 
     #[test]

@@ -42,19 +42,22 @@ impl<'a> Grounds<'a> {
         }
     }
 
-    /// Held as a hash: 10,000 waiting pods keep 10,000 of these.
-    fn digest(&self) -> u64 {
+    pub fn digest(&self) -> GroundsDigest {
         let mut hasher = DefaultHasher::new();
         self.hash(&mut hasher);
-        hasher.finish()
+        GroundsDigest(hasher.finish())
     }
 }
+
+/// [`Grounds`] as a hash: 10,000 waiting pods keep 10,000 of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroundsDigest(u64);
 
 #[derive(Default)]
 struct Checks {
     /// By pod UID: the grounds of the last check that found the job in line, and when it was last
     /// asked about.
-    by_pod: HashMap<String, (u64, Instant)>,
+    by_pod: HashMap<String, (GroundsDigest, Instant)>,
     last_forgotten: Option<Instant>,
 }
 
@@ -66,10 +69,10 @@ pub struct PlacementChecks {
 
 impl PlacementChecks {
     /// Whether the pod's job was found in line on these very grounds.
-    pub fn is_current(&self, uid: &str, grounds: &Grounds) -> bool {
+    pub fn is_current(&self, uid: &str, grounds: GroundsDigest) -> bool {
         let mut checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
         match checks.by_pod.get_mut(uid) {
-            Some((digest, seen)) if *digest == grounds.digest() => {
+            Some((digest, seen)) if *digest == grounds => {
                 *seen = Instant::now();
                 true
             }
@@ -78,10 +81,10 @@ impl PlacementChecks {
     }
 
     /// The pod's job is in line on these grounds (or was just updated to be).
-    pub fn record(&self, uid: &str, grounds: &Grounds) {
+    pub fn record(&self, uid: &str, grounds: GroundsDigest) {
         let now = Instant::now();
         let mut checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
-        checks.by_pod.insert(uid.to_owned(), (grounds.digest(), now));
+        checks.by_pod.insert(uid.to_owned(), (grounds, now));
         if checks.last_forgotten.is_none_or(|at| now.duration_since(at) > FORGET_AFTER) {
             checks.by_pod.retain(|_, (_, seen)| now.duration_since(*seen) <= FORGET_AFTER);
             checks.last_forgotten = Some(now);
@@ -101,11 +104,11 @@ mod tests {
     fn a_check_stands_until_anything_it_rests_on_changes() {
         let checks = PlacementChecks::default();
         let (pod_now, job) = (pod("7"), Job { job_id: 12, excluded_nodes: "n1".into(), ..Default::default() });
-        let grounds = Grounds::of(&pod_now, &job, 1, 0);
-        assert!(!checks.is_current("uid", &grounds), "never checked");
-        checks.record("uid", &grounds);
-        assert!(checks.is_current("uid", &Grounds::of(&pod_now, &job, 1, 0)));
-        assert!(!checks.is_current("other", &grounds));
+        let grounds = Grounds::of(&pod_now, &job, 1, 0).digest();
+        assert!(!checks.is_current("uid", grounds), "never checked");
+        checks.record("uid", grounds);
+        assert!(checks.is_current("uid", Grounds::of(&pod_now, &job, 1, 0).digest()));
+        assert!(!checks.is_current("other", grounds));
 
         let pod_changed = pod("8");
         let job_changed = Job { excluded_nodes: "n[1-2]".into(), ..job.clone() };
@@ -117,7 +120,7 @@ mod tests {
             ("excluded nodes", Grounds::of(&pod_now, &job_changed, 1, 0)),
             ("job", Grounds::of(&pod_now, &replaced, 1, 0)),
         ] {
-            assert!(!checks.is_current("uid", &changed), "{what} changed");
+            assert!(!checks.is_current("uid", changed.digest()), "{what} changed");
         }
     }
 }
