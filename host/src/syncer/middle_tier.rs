@@ -237,6 +237,18 @@ async fn while_listings_are_slow_a_cordon_drains_and_an_uncordon_resumes_on_the_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_listings_are_slow_an_uncordon_resumes_a_drain_no_listing_shows_yet() {
+    let mut world = World::with_slow_listings().await;
+    world.sync().await;
+    world.cordon(true);
+    world.pass_before_the_next_poll().await;
+    assert!(world.drain_reason().is_some());
+    world.cordon(false);
+    world.pass_before_the_next_poll().await;
+    assert_eq!(world.drain_reason(), None, "its own drain believed over the listing, and resumed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_listings_are_slow_an_uncordon_keeps_an_administrators_drain_the_listing_does_not_show() {
     let mut world = World::with_slow_listings().await;
     world.sync().await;
