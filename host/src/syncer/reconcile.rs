@@ -35,8 +35,8 @@ const RETRY: Duration = Duration::from_secs(5);
 /// How old a listing a drain may still be decided on: past this, a listing that is slow to come is
 /// one that does not come (the request timeout is 30 s).
 const DRAIN_ON_VIEW_WITHIN: Duration = Duration::from_secs(30);
-/// After a write to Slurm, or a decision on a view that may not show the last write yet: look again
-/// once the cache has polled.
+/// After a write to Slurm, or a decision on a view that may not show the last write yet (a stale one
+/// among them): look again once the cache has polled.
 const SOON: Duration = Duration::from_secs(1);
 
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -114,9 +114,11 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     }
     let cordoned = cordoned(&node);
     if view == View::Stale {
-        // Mirrored once a listing is fresh: the node cache then wakes every Node.
-        tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced on a stale view");
-        return Ok(Action::requeue(RETRY));
+        // Mirrored once a listing is fresh (the node cache then wakes every Node). Looked at again
+        // soon meanwhile: a view that old may miss what a pass decides on.
+        let (state, reason) = (&slurm_node.state, &slurm_node.reason);
+        tracing::debug!(node = %name, cordoned, ?state, %reason, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced on a stale view");
+        return Ok(Action::requeue(SOON));
     }
     if let Some(patch) = mirror::pod_status_patch(&pod, &mirror::pod_conditions(listed), &now) {
         gone_is_done(pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await)?;
@@ -126,7 +128,8 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         gone_is_done(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
     // Where a slow cordon -> drain goes: a pass over a Node holds back the next one over it.
-    tracing::debug!(node = %name, cordoned, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced");
+    let (state, reason) = (&slurm_node.state, &slurm_node.reason);
+    tracing::debug!(node = %name, cordoned, ?state, %reason, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced");
     Ok(Action::requeue(if unsettled { SOON } else { RESYNC }))
 }
 
