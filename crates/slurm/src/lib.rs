@@ -37,8 +37,7 @@ pub use job_states::JobStates;
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};
 pub use node::{Node, NodeFlags, NodeUpdate};
 pub use node_cache::{
-    ChangedNode, NodeCache, NodeCacheConfig, NodeChange, NodeSnapshot, NodeSource, Pace, STANDBY_INTERVAL, SlurmView,
-    Unreadable,
+    ChangedNode, NodeCache, NodeCacheConfig, NodeChange, NodeSnapshot, NodeSource, Pace, SlurmView, Unreadable,
 };
 pub use preemption::{
     Partition, PartitionPreemptMode, PartitionPriority, PartitionQos, PreemptModes, PreemptionConf, PreemptionSetup,

@@ -113,10 +113,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         gone_is_done(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await)?;
     }
     let cordoned = cordoned(&node);
+    let (state, reason) = (&slurm_node.state, &slurm_node.reason);
     if view == View::Stale {
         // Mirrored once a listing is fresh (the node cache then wakes every Node). Looked at again
         // soon meanwhile: a view that old may miss what a pass decides on.
-        let (state, reason) = (&slurm_node.state, &slurm_node.reason);
         tracing::debug!(node = %name, cordoned, ?state, %reason, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced on a stale view");
         return Ok(Action::requeue(SOON));
     }
@@ -128,7 +128,6 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         gone_is_done(nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch)).await)?;
     }
     // Where a slow cordon -> drain goes: a pass over a Node holds back the next one over it.
-    let (state, reason) = (&slurm_node.state, &slurm_node.reason);
     tracing::debug!(node = %name, cordoned, ?state, %reason, action = ?decided.action, reread, ?applied, took = ?started.elapsed(), "synced");
     Ok(Action::requeue(if unsettled { SOON } else { RESYNC }))
 }
