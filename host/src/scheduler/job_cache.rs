@@ -204,7 +204,7 @@ impl JobCache {
         let mut state = self.write();
         // A listing may have brought the job before the answer that made it (slurmctld can be slow
         // to answer): one job is one placeholder, never a "duplicate" of itself.
-        let jobs = state.by_pod.entry(placeholder.pod.uid.clone()).or_default();
+        let jobs = placeholders_of(&mut state.by_pod, &placeholder.pod.uid);
         match jobs.iter_mut().find(|known| known.job.target() == placeholder.job.target()) {
             Some(known) => *known = placeholder.clone(),
             None => jobs.push(placeholder.clone()),
