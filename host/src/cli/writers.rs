@@ -203,8 +203,8 @@ impl Parts {
                 crate::syncer::run(client.clone(), slurm.clone(), slurm_nodes.clone(), policies.clone(), config);
             controllers.push(syncer.boxed());
         }
-        // One cache of every pod, for the audit and for pod (anti-)affinity, when the host may read them.
-        let every_pod = (slurm_nodes.is_some() && args.pool_audit).then(|| crate::pool::watch_every_pod(&client));
+        // One cache of the bound pods, for the audit and for pod (anti-)affinity, when the host may read them.
+        let bound_pods = (slurm_nodes.is_some() && args.pool_audit).then(|| crate::pool::watch_bound_pods(&client));
         // The scheduler's view of Slurm's jobs, which shows the pool's hold jobs too.
         let jobs = match (&slurm_nodes, args.scheduler) {
             (Some(_), true) => {
@@ -216,12 +216,12 @@ impl Parts {
             }
             _ => None,
         };
-        if let (Some(slurm_nodes), Some(every_pod)) = (&slurm_nodes, &every_pod) {
+        if let (Some(slurm_nodes), Some(bound_pods)) = (&slurm_nodes, &bound_pods) {
             let holds = jobs.clone().filter(|_| args.hold_outside_pods).map(|(installation, jobs)| {
                 crate::pool::HoldKeeping { jobs, slurm: slurm.clone(), installation, placeholders: args.placeholders }
             });
             let config = crate::pool::Config {
-                every_pod: every_pod.clone(),
+                bound_pods: bound_pods.clone(),
                 scheduler_name: args.scheduler_name.clone(),
                 nodeset_namespace: args.nodeset_namespace.clone(),
                 taint_nodes: args.taint_slurm_nodes,
@@ -266,7 +266,7 @@ impl Parts {
                 evictions,
                 tenancy,
                 slurmd_namespace: args.nodeset_namespace.clone(),
-                every_pod,
+                bound_pods,
                 installation,
                 jobs,
                 volume_topology: args.volume_topology,

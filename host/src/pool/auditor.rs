@@ -35,8 +35,8 @@ use crate::vocabulary::SLURM_NODE_TAINT;
 pub const CONDITION: &str = "SlurmPoolOvercommitted";
 
 pub struct Config {
-    /// Every pod of the cluster ([`watch_every_pod`]).
-    pub every_pod: Store<WatchedPod>,
+    /// Every pod bound to a Node ([`watch_bound_pods`]).
+    pub bound_pods: Store<WatchedPod>,
     /// Pods this scheduler binds are held by their placeholders.
     pub scheduler_name: String,
     /// Where the NodeSets' slurmd pods are (every namespace when unset).
@@ -78,17 +78,21 @@ struct Memory {
     listed: Option<BTreeSet<String>>,
 }
 
-/// Every pod of the cluster, watched from now on: the one cache of them the host's controllers share.
-pub fn watch_every_pod(client: &Client) -> Store<WatchedPod> {
+/// Every pod bound to a Node, in any namespace, watched from now on: the one cache of them the host's
+/// controllers share. The audit counts what pods hold where they run, and pod (anti-)affinity and
+/// topology spread are about pods where they run, so a pod waiting for a Node is left out: 10,000 of
+/// them took 26 MB here, a second copy of the scheduler's own store (docs/benchmarks.md, scale-bench).
+pub fn watch_bound_pods(client: &Client) -> Store<WatchedPod> {
     let (pods, writer) = reflector::store::<WatchedPod>();
-    let watch = watcher(Api::<WatchedPod>::all(client.clone()), watcher::Config::default());
+    let bound = watcher::Config::default().fields("spec.nodeName!=");
+    let watch = watcher(Api::<WatchedPod>::all(client.clone()), bound);
     tokio::spawn(watch.default_backoff().modify(forget_managed_fields).reflect(writer).for_each(|_| async {}));
     pods
 }
 
 /// Audits until the watches end.
 pub async fn run(client: Client, slurm_nodes: NodeCache, config: Config) -> anyhow::Result<()> {
-    let pods = config.every_pod.clone();
+    let pods = config.bound_pods.clone();
     let (slurmd_store, slurmd_writer) = reflector::store::<Pod>();
     let slurmd_api = match &config.nodeset_namespace {
         Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),

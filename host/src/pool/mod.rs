@@ -12,7 +12,7 @@ mod metrics;
 mod node_list;
 mod taints;
 
-pub use auditor::{CONDITION, Config, HoldKeeping, run, watch_every_pod};
+pub use auditor::{CONDITION, Config, HoldKeeping, run, watch_bound_pods};
 pub use holds::{HoldJob, by_node as hold_jobs_by_node, running as held_by_running_holds};
 pub use ledger::{Amounts, Finding, NodeLedger, OutsidePod, Resource};
 pub use metrics::PoolMetrics;

@@ -56,9 +56,9 @@ pub struct Config {
     pub tenancy: Arc<Tenancy>,
     /// The namespace of the NodeSets whose slurmd pods host Slurm nodes (all when unset).
     pub slurmd_namespace: Option<String>,
-    /// Every pod of the cluster, when the host reads them (the pool audit does): what pod
+    /// Every pod bound to a Node, when the host reads them (the pool audit does): what pod
     /// (anti-)affinity and topology spread are about.
-    pub every_pod: Option<reflector::Store<WatchedPod>>,
+    pub bound_pods: Option<reflector::Store<WatchedPod>>,
     /// Whose placeholders are this scheduler's ([`installation`](super::installation)).
     pub installation: Installation,
     /// The view of Slurm's jobs this scheduler polls, which the pool's hold jobs are read from too.
@@ -105,8 +105,8 @@ pub struct Context {
     pub slurm_rules: KnownRules,
     /// Pods to reconcile now (e.g. the other members of a group whose wait changed).
     pub decide_again: futures::channel::mpsc::UnboundedSender<ObjectRef<WatchedPod>>,
-    /// Every pod of the cluster (see [`Config::every_pod`]), and those bound, indexed once per poll.
-    pub every_pod: Option<reflector::Store<WatchedPod>>,
+    /// Every pod bound to a Node (see [`Config::bound_pods`]), indexed once per poll in `refusers`.
+    pub bound_pods: Option<reflector::Store<WatchedPod>>,
     pub refusers: shared_neighbourhood::SharedNeighbourhood,
     /// The pods this host bound, until the pod watch shows them bound.
     pub assumed: assumed::Assumed,
@@ -123,7 +123,7 @@ impl Context {
             pods: &self.pods,
             jobs: &self.jobs,
             grants: &self.grants,
-            every_pod: self.every_pod.as_ref(),
+            bound_pods: self.bound_pods.as_ref(),
             refusers: &self.refusers,
             assumed: &self.assumed,
             volumes: self.volumes.as_ref(),

@@ -153,8 +153,8 @@ pub async fn run(
     }
     let grants = Grants::new(config.tenancy.clone(), namespace_labels(&client, &config.tenancy));
     let refusers = placement::shared_neighbourhood::SharedNeighbourhood::new(config.poll_interval);
-    if let Some(every_pod) = &config.every_pod {
-        tokio::spawn(refusers.clone().watch(every_pod.clone()));
+    if let Some(bound_pods) = &config.bound_pods {
+        tokio::spawn(refusers.clone().watch(bound_pods.clone(), controller.store()));
     }
     let volumes = config.volume_topology.then(|| {
         placement::volume_stores::VolumeStores::watch(&client, &config.scope, controller.store(), changed_tx.clone())
@@ -185,7 +185,7 @@ pub async fn run(
         decide_again: changed_tx,
         refusers: refusers.clone(),
         assumed: Default::default(),
-        every_pod: config.every_pod.clone(),
+        bound_pods: config.bound_pods.clone(),
         volumes: volumes.clone(),
     });
     // Fail closed, as for Nodes: a claim not listed yet would read as missing.

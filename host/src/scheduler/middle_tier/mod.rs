@@ -167,7 +167,7 @@ impl World {
             requeued_seen: preemption::by_slurm::FirstSeen::default(),
             slurm_rules: preemption::KnownRules::default(),
             decide_again,
-            every_pod: None,
+            bound_pods: None,
             refusers: Default::default(),
             assumed: Default::default(),
             volumes: Some(VolumeStores::new(claims, volumes, classes)),

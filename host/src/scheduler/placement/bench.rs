@@ -13,10 +13,10 @@ use super::pod_rules::unseen;
 use super::shared_neighbourhood::BoundPods;
 use crate::scheduler::watched_pod::WatchedPod;
 
-/// Nodes, the every-pod store, this scheduler's store, and the pod being judged.
+/// Nodes, the bound-pod store, this scheduler's store, and the pod being judged.
 pub struct Cluster {
     nodes: Vec<Arc<Node>>,
-    every_pod: Vec<Arc<WatchedPod>>,
+    bound_pods: Vec<Arc<WatchedPod>>,
     own: Vec<Arc<WatchedPod>>,
     pending: WatchedPod,
     shared: Arc<BoundPods>,
@@ -26,16 +26,16 @@ impl Cluster {
     /// `pods` (as the API gives them) are bound already; with `own`, they are this scheduler's too.
     pub fn new(nodes: Vec<Node>, pods: Vec<serde_json::Value>, own: bool, pending: serde_json::Value) -> Self {
         let read = |pod| Arc::new(serde_json::from_value::<WatchedPod>(pod).expect("a pod"));
-        let every_pod: Vec<Arc<WatchedPod>> = pods.into_iter().map(read).collect();
-        let own = if own { every_pod.clone() } else { Vec::new() };
+        let bound_pods: Vec<Arc<WatchedPod>> = pods.into_iter().map(read).collect();
+        let own = if own { bound_pods.clone() } else { Vec::new() };
         let pending = serde_json::from_value(pending).expect("a pod");
-        let shared = Arc::new(BoundPods::new(every_pod.clone()));
-        Self { nodes: nodes.into_iter().map(Arc::new).collect(), every_pod, own, pending, shared }
+        let shared = Arc::new(BoundPods::new(bound_pods.clone()));
+        Self { nodes: nodes.into_iter().map(Arc::new).collect(), bound_pods, own, pending, shared }
     }
 
     /// A pass as it was: every pod indexed for this pod. Returns the Nodes refused.
     pub fn rebuilt_per_pass(&self) -> usize {
-        let (nodes, pods, own) = (self.nodes.clone(), self.every_pod.clone(), self.own.clone());
+        let (nodes, pods, own) = (self.nodes.clone(), self.bound_pods.clone(), self.own.clone());
         let mut neighbourhood = Neighbourhood::new(nodes.iter().map(AsRef::as_ref), pods.iter().map(AsRef::as_ref));
         // This scheduler's pods not bound yet, whose placeholders Slurm started (none here).
         let assumed: Vec<(&WatchedPod, &str)> = own
@@ -62,7 +62,7 @@ impl Cluster {
 
     /// The poll's build of the view, once per poll interval when the pods changed.
     pub fn build_view(&self) -> usize {
-        BoundPods::new(self.every_pod.clone()).node_names.len()
+        BoundPods::new(self.bound_pods.clone()).node_names.len()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The pod-level placement rules in Slurm's terms: required pod (anti-)affinity and topology spread
 //! judged against every pod where it runs (`pod_affinity`), and the reach of the pod's claimed
 //! volumes (`volume_topology`); the Nodes they refuse made Slurm nodes the placeholder must not run
-//! on. Pod rules need every pod of the cluster, not only sunk's: the host reads them when it audits
+//! on. Pod rules need every bound pod of the cluster, not only sunk's: the host reads them when it audits
 //! the pool (`--pool-audit`, the chart's default); volumes need the claims and volumes, which it reads
 //! with `--volume-topology`. Without that read a pod with such a rule or claim waits `Unsupported`,
 //! never placed as if it had none.
@@ -35,8 +35,8 @@ pub struct Views<'a> {
     pub pods: &'a Store<WatchedPod>,
     pub jobs: &'a JobCache,
     pub grants: &'a Grants,
-    /// Every pod of the cluster, when the host reads them.
-    pub every_pod: Option<&'a Store<WatchedPod>>,
+    /// Every pod bound to a Node, when the host reads them.
+    pub bound_pods: Option<&'a Store<WatchedPod>>,
     pub refusers: &'a SharedNeighbourhood,
     /// The pods this host bound that the pod watch may not show bound yet.
     pub assumed: &'a Assumed,
@@ -113,7 +113,7 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, views: &Views, before: u32) -
     if rule.is_none() && !views.refusers.any() {
         return PodPlacement::Verdict(verdict);
     }
-    let Some(every_pod) = views.every_pod else {
+    let Some(bound_pods) = views.bound_pods else {
         return match rule {
             Some(field) => PodPlacement::unsupported(format!(
                 "{field}: this host reads only the pods it schedules (--pool-audit=false), not the pods the \
@@ -131,7 +131,7 @@ fn judged(verdict: Arc<Verdict>, pod: &WatchedPod, views: &Views, before: u32) -
     }
     // Every pass shares one index of the bound pods, built at most once per poll; this scheduler's
     // own pods are added from its store as it is now (see `shared_neighbourhood`).
-    let bound = views.refusers.read(every_pod);
+    let bound = views.refusers.read(bound_pods);
     let (nodes, own) = (views.nodes.state(), views.pods.state());
     let kube_node_of = views.slurmd.kube_nodes();
     let mut neighbourhood = Neighbourhood::sharing(nodes.iter().map(AsRef::as_ref), &bound);

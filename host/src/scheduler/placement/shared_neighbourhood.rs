@@ -3,7 +3,7 @@
 //! placement rules (`pod_rules`) read it instead of indexing every pod of the cluster for each
 //! pending pod (10,000 pods and a burst of 500 pending ones were 5 million pod visits a burst).
 //!
-//! How fresh it is: the poll ([`SharedNeighbourhood::watch`]) looks at the every-pod store every
+//! How fresh it is: the poll ([`SharedNeighbourhood::watch`]) looks at the bound-pod store every
 //! poll interval and builds the view again when the store changed (any pod's event gives a new
 //! object, so a pointer comparison tells). A pass reads the view as it is, so a pod another scheduler
 //! bound since is seen up to one poll interval late, on top of the watch's own lag. This scheduler's
@@ -21,6 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,7 @@ pub struct BoundPods {
     pub(super) refusing: Vec<(Arc<WatchedPod>, usize)>,
     /// The UIDs of the bound pods, as [`uid_key`]s: whether a pod is among them, without reading it.
     uids: HashSet<u128, BuildHasherDefault<KeyHasher>>,
-    /// Whether any pod of the store not finished, bound or not, carries a required pod anti-affinity.
+    /// Whether any of the pods not finished, bound or not, carries a required pod anti-affinity.
     any_refuser: bool,
     /// The store's objects the view was built from, to tell whether the store changed since.
     from: Vec<Arc<WatchedPod>>,
@@ -135,6 +136,9 @@ pub struct SharedNeighbourhood {
     view: Arc<ArcSwapOption<Checked>>,
     /// Held while a reader builds a view, so that passes arriving together build one.
     building: Arc<Mutex<()>>,
+    /// Whether one of this scheduler's pods not finished carries a required pod anti-affinity: the
+    /// bound-pod store holds none still waiting, and Slurm may have placed one that is not bound yet.
+    own_refuser: Arc<AtomicBool>,
     interval: Duration,
 }
 
@@ -144,11 +148,14 @@ impl SharedNeighbourhood {
         Self { interval, ..Self::default() }
     }
 
-    /// Looks at `pods` every poll interval, building the view again when they changed.
-    pub async fn watch(self, pods: Store<WatchedPod>) {
+    /// Looks at the bound `pods` every poll interval, building the view again when they changed, and
+    /// at this scheduler's `own` pods for one that refuses others.
+    pub async fn watch(self, pods: Store<WatchedPod>, own: Store<WatchedPod>) {
         let mut ticker = tokio::time::interval(self.interval.max(Duration::from_millis(1)));
         loop {
             ticker.tick().await;
+            let own_refuser = own.state().iter().any(|pod| !finished(pod) && refuses_others(pod));
+            self.own_refuser.store(own_refuser, Ordering::Relaxed);
             let current = self.view.load_full();
             let age = current.as_ref().map(|checked| checked.at.elapsed());
             let mut state = None;
@@ -165,10 +172,11 @@ impl SharedNeighbourhood {
         }
     }
 
-    /// Whether any pod carries a required pod anti-affinity, as the view last built says (no view:
-    /// none known yet).
+    /// Whether any pod carries a required pod anti-affinity, as the poll last found (no poll yet:
+    /// none known).
     pub fn any(&self) -> bool {
-        self.view.load().as_ref().is_some_and(|checked| checked.pods.any_refuser())
+        self.own_refuser.load(Ordering::Relaxed)
+            || self.view.load().as_ref().is_some_and(|checked| checked.pods.any_refuser())
     }
 
     /// The view for a pass: the shared one, or one built now from `pods` when there is none yet or
@@ -339,20 +347,45 @@ mod tests {
         assert!(!view.any_refuser());
     }
 
+    /// A pod in `phase` with a required pod anti-affinity, bound to n1 or waiting.
+    fn refuser(phase: &str, node: Option<&str>) -> WatchedPod {
+        let pod = serde_json::json!({
+            "metadata": {"name": phase, "namespace": "ml", "uid": phase},
+            "spec": {"nodeName": node, "containers": [], "affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]
+            }}},
+            "status": {"phase": phase}
+        });
+        serde_json::from_value(pod).unwrap()
+    }
+
     #[test]
     fn only_a_refuser_not_finished_may_refuse() {
-        let refuser = |phase: &str| -> Arc<WatchedPod> {
-            let pod = serde_json::json!({
-                "metadata": {"name": phase, "uid": phase},
-                "spec": {"nodeName": "n1", "containers": [], "affinity": {"podAntiAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]
-                }}},
-                "status": {"phase": phase}
-            });
-            Arc::new(serde_json::from_value(pod).unwrap())
-        };
+        let refuser = |phase: &str| Arc::new(refuser(phase, Some("n1")));
         assert!(BoundPods::new(vec![refuser("Running")]).any_refuser());
         assert!(BoundPods::new(vec![refuser("Pending")]).any_refuser());
         assert!(!BoundPods::new(vec![refuser("Succeeded"), refuser("Failed")]).any_refuser());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_refuser_of_this_scheduler_counts_though_only_bound_pods_are_watched() {
+        use kube::runtime::{reflector, watcher::Event};
+        let (bound, _bound_writer) = reflector::store::<WatchedPod>();
+        let (own, mut own_writer) = reflector::store::<WatchedPod>();
+        let interval = Duration::from_millis(500);
+        let shared = SharedNeighbourhood::new(interval);
+        tokio::spawn(shared.clone().watch(bound, own));
+        tokio::time::sleep(interval).await;
+        assert!(!shared.any(), "no pod refuses yet");
+
+        let waiting = refuser("Pending", None);
+        own_writer.apply_watcher_event(&Event::Apply(waiting.clone()));
+        tokio::time::sleep(interval).await;
+        assert!(shared.any(), "this scheduler's waiting pod refuses others");
+
+        own_writer.apply_watcher_event(&Event::Delete(waiting));
+        own_writer.apply_watcher_event(&Event::Apply(refuser("Succeeded", None)));
+        tokio::time::sleep(interval).await;
+        assert!(!shared.any(), "a finished pod refuses nobody");
     }
 }
