@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement as KubeRequirement, ResourceRequirements};
+use k8s_openapi::api::core::v1::NodeSelectorRequirement as KubeRequirement;
 use kube::ResourceExt;
 
-use super::watched_pod::WatchedPod;
+use super::watched_pod::{Quantities, ResourceNeeds, WatchedPod};
 use crate::kube::quantity;
 use crate::policy::{self, KeyValue, NodeSelectorRequirement, SelectorOperator, Toleration};
 
@@ -25,10 +25,10 @@ struct Resources {
 }
 
 impl Resources {
-    fn of(resources: Option<&ResourceRequirements>) -> Self {
+    fn of(resources: Option<&ResourceNeeds>) -> Self {
         let requests = resources.and_then(|r| r.requests.as_ref());
         let limits = resources.and_then(|r| r.limits.as_ref());
-        let get = |map: Option<&BTreeMap<_, _>>, key: &str, parse: fn(&_) -> Option<u64>| {
+        let get = |map: Option<&Quantities>, key: &str, parse: fn(&_) -> Option<u64>| {
             map.and_then(|map| map.get(key)).and_then(parse).unwrap_or(0)
         };
         let cpu_limit = get(limits, "cpu", quantity::millicores);
@@ -77,7 +77,7 @@ impl Resources {
             }
         }
         let mut pod = total.combine(init_peak, u64::max);
-        if let Some(level) = spec.resources.as_deref() {
+        if let Some(level) = spec.resources.as_ref() {
             pod = pod.with_pod_level(Self::of(Some(level)));
         }
         let overhead = spec.overhead.as_ref().map(|overhead| Self {
