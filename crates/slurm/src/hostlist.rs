@@ -25,33 +25,47 @@ pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
 /// The node names of several host lists, in order, held together to one budget: a pod naming 7,200
 /// lists of 65,536 names each must not cost 471 million names.
 pub fn expand_all<S: AsRef<str>>(lists: &[S]) -> Result<Vec<String>, HostlistError> {
-    let mut names = Names::default();
+    let (mut names, mut bytes) = (Vec::new(), 0);
+    visit_all(lists, |name| {
+        bytes += name.len();
+        names.push(name.to_owned());
+        if bytes > MAX_BYTES { Err("expands to too many names") } else { Ok(()) }
+    })?;
+    Ok(names)
+}
+
+/// Hands each node name of a host list to `visit`, in order, without keeping any: comparing a job's
+/// 5,000 excluded nodes with a verdict's then costs no allocation per name. Held to the budget
+/// [`expand`] has, in names.
+pub fn for_each(list: &str, mut visit: impl FnMut(&str)) -> Result<(), HostlistError> {
+    visit_all(&[list], |name| {
+        visit(name);
+        Ok(())
+    })
+}
+
+/// Visits every name of `lists`, at most [`MAX_NAMES`] of them together.
+fn visit_all<S: AsRef<str>>(
+    lists: &[S],
+    mut visit: impl FnMut(&str) -> Result<(), &'static str>,
+) -> Result<(), HostlistError> {
+    let mut count = 0;
+    let mut counted = |name: &str| {
+        count += 1;
+        if count > MAX_NAMES {
+            return Err("expands to too many names");
+        }
+        visit(name)
+    };
+    let mut name = String::new();
     for list in lists {
         let list = list.as_ref();
         let error = |problem| HostlistError { list: list.to_owned(), problem };
         for item in split_top_level(list).ok_or_else(|| error("unbalanced brackets"))? {
-            expand_item(item, &mut names).map_err(error)?;
+            visit_item(item, &mut name, &mut counted).map_err(error)?;
         }
     }
-    Ok(names.list)
-}
-
-/// Names expanded so far, held to [`MAX_NAMES`] and [`MAX_BYTES`].
-#[derive(Default)]
-struct Names {
-    list: Vec<String>,
-    bytes: usize,
-}
-
-impl Names {
-    fn push(&mut self, name: String) -> Result<(), &'static str> {
-        self.bytes += name.len();
-        self.list.push(name);
-        if self.list.len() > MAX_NAMES || self.bytes > MAX_BYTES {
-            return Err("expands to too many names");
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// Splits on the commas outside brackets; None when brackets do not pair up.
@@ -76,32 +90,46 @@ fn split_top_level(list: &str) -> Option<Vec<&str>> {
     })
 }
 
-fn expand_item(item: &str, names: &mut Names) -> Result<(), &'static str> {
+/// Visits the names of one item, each as `name` (what came before the item) followed by the item's
+/// own part; `name` is left as it was found.
+fn visit_item(
+    item: &str,
+    name: &mut String,
+    visit: &mut dyn FnMut(&str) -> Result<(), &'static str>,
+) -> Result<(), &'static str> {
+    let before = name.len();
     let Some(open) = item.find('[') else {
-        return names.push(item.to_owned());
+        name.push_str(item);
+        let visited = visit(name);
+        name.truncate(before);
+        return visited;
     };
     let close = item[open..].find(']').map(|at| open + at).ok_or("unbalanced brackets")?;
     let (prefix, ranges, rest) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
-    let mut tails = Names::default();
-    expand_item(rest, &mut tails)?;
+    // A malformed tail is refused before any name is visited, as when names were collected first.
+    if rest.contains(['[', ']']) {
+        visit_item(rest, &mut String::new(), &mut |_| Ok(()))?;
+    }
     for range in ranges.split(',') {
-        for number in numbers(range)? {
-            for tail in &tails.list {
-                names.push(format!("{prefix}{number}{tail}"))?;
-            }
+        let (from, to, width) = bounds(range)?;
+        for number in from..=to {
+            use std::fmt::Write as _;
+            let _ = write!(name, "{prefix}{number:0width$}");
+            let visited = visit_item(rest, name, visit);
+            name.truncate(before);
+            visited?;
         }
     }
     Ok(())
 }
 
-/// `07-10` -> 07, 08, 09, 10 (the start's zero padding is kept).
-fn numbers(range: &str) -> Result<Vec<String>, &'static str> {
+/// `07-10` -> (7, 10, 2): the numbers, and the width the start's zero padding gives every name.
+fn bounds(range: &str) -> Result<(u64, u64, usize), &'static str> {
     let (start, end) = range.split_once('-').unwrap_or((range, range));
     // A bound is a number Slurm prints, a few digits; its width pads every name of the range.
     if start.len() > MAX_BOUND_DIGITS || end.len() > MAX_BOUND_DIGITS {
         return Err("a range bound is too long");
     }
-    let width = start.len();
     let parse = |text: &str| text.parse::<u64>().map_err(|_| "a range bound is not a number");
     let (from, to) = (parse(start)?, parse(end)?);
     if to < from {
@@ -110,7 +138,7 @@ fn numbers(range: &str) -> Result<Vec<String>, &'static str> {
     if to - from > MAX_NAMES as u64 {
         return Err("expands to too many names");
     }
-    Ok((from..=to).map(|n| format!("{n:0width$}")).collect())
+    Ok((from, to, start.len()))
 }
 
 /// Node names as few host list items as their numbered suffixes allow (`n1,n2,n3,m` ->
@@ -177,6 +205,19 @@ mod tests {
         assert_eq!(expand("r[1-2]n[1-2]").unwrap(), ["r1n1", "r1n2", "r2n1", "r2n2"]);
         assert_eq!(expand("").unwrap(), Vec::<String>::new());
         assert_eq!(expand("node-a.b,c").unwrap(), ["node-a.b", "c"]);
+    }
+
+    #[test]
+    fn visits_the_names_it_expands_to_and_refuses_what_it_refuses() {
+        for list in ["gpu-[01-03,7],login", "r[1-2]n[1-2]", "", "n[1-", "n[1-2]x[", "n[1-99999999]", "r[1-300]n[1-300]"]
+        {
+            let mut visited = Vec::new();
+            let result = for_each(list, |name| visited.push(name.to_owned()));
+            match expand(list) {
+                Ok(names) => assert_eq!((result, visited), (Ok(()), names), "{list}"),
+                Err(error) => assert_eq!(result, Err(error), "{list}"),
+            }
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub use error::SlurmError;
 pub use fake::FakeSlurm;
 pub use hostlist::{
     HostlistError, compress as compress_hostlist, expand as expand_hostlist, expand_all as expand_hostlists,
+    for_each as for_each_host,
 };
 pub use job_states::JobStates;
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};
