@@ -330,6 +330,13 @@ impl Job {
         }
     }
 
+    /// Whether Slurm cut this record's list of pending tasks short (`1-3,6-7,...`): libslurm does past
+    /// `SLURM_BITSTR_LEN` characters (64 unless set; 0 lifts the limit), and the tasks past the cut,
+    /// and so the pods they hold, cannot be told.
+    pub fn array_tasks_cut(&self) -> bool {
+        self.array_task_string.ends_with("...")
+    }
+
     /// How Slurm is told which job is meant: `12`, or `10_3` for task 3 of array 10 (which names the
     /// task whether it is still pending with its siblings or runs as a job of its own).
     pub fn target(&self) -> String {
@@ -499,6 +506,10 @@ mod tests {
         // Several tasks pending together are the array's record, not one task.
         assert_eq!(record(NoValue::default(), "2-4").array_task(), None);
         assert_eq!(Job { job_id: 5, ..Default::default() }.target(), "5");
+        // libslurm's cut, as slurmrestd lists it without SLURM_BITSTR_LEN=0 (26.05.5).
+        let cut = "1-3,6-7,14,17,20-22,27,32-33,35-36,38,41,48,50-51,56-58,60,6...";
+        assert!(record(NoValue::default(), cut).array_tasks_cut());
+        assert!(!record(NoValue::default(), "1-3,6-7,14").array_tasks_cut());
     }
 
     #[test]

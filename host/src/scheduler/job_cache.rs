@@ -56,6 +56,20 @@ struct State {
     last_error: Option<String>,
 }
 
+/// Says once per process that slurmrestd cuts arrays' task lists short: the pods of the tasks past
+/// the cut read as having no job, so their placeholders are submitted again and, once those pods are
+/// gone, the cut tasks are never cancelled. The chart's slurmrestd lists them in full.
+fn warn_of_cut_task_lists(arrays: usize) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            arrays,
+            "slurmrestd cuts the lists of job arrays' pending tasks short (`1-3,6-7,...`), so the pods of \
+             those tasks cannot be told: run slurmrestd with SLURM_BITSTR_LEN=0 in its environment"
+        );
+    });
+}
+
 /// How much of `window` is left since `uid`'s moment in `times`, if any is; moments whose window is
 /// over are forgotten.
 fn left_of(times: &mut HashMap<String, Instant>, uid: &str, window: Duration) -> Option<Duration> {
@@ -299,6 +313,10 @@ impl JobCache {
         let (holds, jobs): (Vec<Job>, Vec<Job>) =
             jobs.into_iter().partition(|job| super::link::held_node(&job.admin_comment).is_some());
         let holds: Vec<Job> = holds.into_iter().filter(|job| job.state() != JobState::Ended).collect();
+        let cut = jobs.iter().filter(|job| job.array_tasks_cut()).count();
+        if cut > 0 {
+            warn_of_cut_task_lists(cut);
+        }
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
         let holding: Vec<Job> = jobs.iter().filter(|job| job.holds_nodes()).cloned().collect();
         for job in jobs {
