@@ -366,6 +366,12 @@ const MOST_ARRAY_TASKS: usize = 4_000_001;
 /// (nor if it names more tasks than any Slurm array has: `0-4294967295` would fill memory).
 pub fn array_task_ids(tasks: &str) -> Vec<u32> {
     let tasks = tasks.split_once('%').map_or(tasks, |(tasks, _limit)| tasks);
+    // A list libslurm cut short (`1-3,60,6...`, see `Job::array_tasks_cut`): its last item may be
+    // cut too; the tasks before it stand.
+    let tasks = match tasks.strip_suffix("...") {
+        Some(cut) => cut.rsplit_once(',').map_or("", |(whole, _cut_item)| whole),
+        None => tasks,
+    };
     let mut ids = Vec::new();
     for part in tasks.split(',').filter(|part| !part.is_empty()) {
         let range = match part.split_once('-') {
@@ -510,6 +516,8 @@ mod tests {
         let cut = "1-3,6-7,14,17,20-22,27,32-33,35-36,38,41,48,50-51,56-58,60,6...";
         assert!(record(NoValue::default(), cut).array_tasks_cut());
         assert!(!record(NoValue::default(), "1-3,6-7,14").array_tasks_cut());
+        assert_eq!(array_task_ids("1-3,6-7,6..."), [1, 2, 3, 6, 7], "the tasks before the cut");
+        assert_eq!(array_task_ids("12..."), Vec::<u32>::new());
     }
 
     #[test]

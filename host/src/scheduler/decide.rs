@@ -35,8 +35,9 @@ pub struct Facts<'a> {
     pub ended: &'a [Placeholder],
     /// A leaving pod's containers may still run on its Node (its allocation stays the pod's).
     pub containers_may_run: bool,
-    /// A submission for the pod got no answer, and no listing since tells whether Slurm took it.
-    pub submission_in_doubt: bool,
+    /// Whether the pod has a job is in doubt: a submission for it got no answer and no listing since
+    /// tells whether Slurm took it, or the last listing cut the list of array tasks that may hold it.
+    pub job_in_doubt: bool,
     /// How long the pod must still wait after Slurm refused it moments ago.
     pub refused_for: Option<Duration>,
     /// How long the pod still says nothing of the job this host queued for it moments ago: Slurm
@@ -138,9 +139,11 @@ pub fn decide<'a>(facts: &Facts<'a>) -> Decision<'a> {
 fn decide_one_job<'a>(facts: &Facts<'a>) -> Next<'a> {
     match (facts.live.first(), facts.bound_to) {
         (None, None) if facts.ended.is_empty() => {
-            if facts.submission_in_doubt {
+            if facts.job_in_doubt {
                 return Next::WaitForSlurm(
-                    "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again".into(),
+                    "Slurm's job list does not show yet whether this pod has a job (a submission got no answer, or \
+                     slurmrestd cut an array's task list); waiting for it before submitting one"
+                        .into(),
                 );
             }
             if let Some(wait) = facts.refused_for {

@@ -78,9 +78,11 @@ fn every_path_through_decide() {
         ),
         (
             "a submission's answer was lost: wait for the listing",
-            Facts { submission_in_doubt: true, ..listed() },
+            Facts { job_in_doubt: true, ..listed() },
             Next::WaitForSlurm(
-                "a submission to slurmrestd got no answer; waiting for Slurm's job list before trying again".into(),
+                "Slurm's job list does not show yet whether this pod has a job (a submission got no answer, or \
+                 slurmrestd cut an array's task list); waiting for it before submitting one"
+                    .into(),
             ),
         ),
         (

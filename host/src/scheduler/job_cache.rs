@@ -10,7 +10,7 @@ use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::reflector::ObjectRef;
 
 use super::job_poll::{self, AfterStates, FullListing, JobPoll};
-use super::link::{Installation, PodKey};
+use super::link::{ArrayLink, Installation, PodKey};
 use super::placeholder::Placeholder;
 use crate::slurm::{Job, JobDescription, JobState, JobStates, JobsPage, SharedText, Slurm, SlurmError};
 
@@ -57,15 +57,15 @@ struct State {
 }
 
 /// Says once per process that slurmrestd cuts arrays' task lists short: the pods of the tasks past
-/// the cut read as having no job, so their placeholders are submitted again and, once those pods are
-/// gone, the cut tasks are never cancelled. The chart's slurmrestd lists them in full.
+/// the cut wait (whether they have a job is in doubt) and, once those pods are gone, the cut tasks are
+/// never cancelled. The chart's slurmrestd lists them in full.
 fn warn_of_cut_task_lists(arrays: usize) {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
         tracing::warn!(
             arrays,
             "slurmrestd cuts the lists of job arrays' pending tasks short (`1-3,6-7,...`), so the pods of \
-             those tasks cannot be told: run slurmrestd with SLURM_BITSTR_LEN=0 in its environment"
+             those tasks wait, their jobs unknown: run slurmrestd with SLURM_BITSTR_LEN=0 in its environment"
         );
     });
 }
@@ -271,8 +271,9 @@ impl JobCache {
         self.write().doubts.insert(uid.to_string(), Instant::now());
     }
 
-    /// Whether a lost submission for this pod may have made a job that no complete listing has shown
-    /// yet: until one that began after it arrives, submitting again could make a second job.
+    /// Whether this pod may have a job no complete listing has shown: a lost submission may have made
+    /// one (until a listing that began after it arrives), or the last listing cut the list of the
+    /// array tasks that holds it. Submitting again could make a second job.
     pub fn in_doubt(&self, uid: &str) -> bool {
         let mut state = self.write();
         let listed_since = state.listing_began;
@@ -319,7 +320,11 @@ impl JobCache {
         }
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
         let holding: Vec<Job> = jobs.iter().filter(|job| job.holds_nodes()).cloned().collect();
+        let mut hidden = Vec::new();
         for job in jobs {
+            if let Some(array) = job.array_tasks_cut().then(|| ArrayLink::parse(&job.admin_comment)).flatten() {
+                hidden.extend(array.past_the_cut(&job).iter().map(|pod| pod.uid.clone()));
+            }
             // A gang's job is listed under every member; tasks of an array pending together, each
             // under its own pod.
             for (pod, job) in super::link::linked(&job) {
@@ -328,6 +333,12 @@ impl JobCache {
         }
         let mut holding = Arc::new(holding);
         let mut state = self.write();
+        // A pod whose task a cut list may hide might have a job: none is submitted for it while the
+        // listings are cut (`in_doubt`), rather than a second one.
+        let now = Instant::now();
+        for uid in hidden.into_iter().filter(|uid| !by_pod.contains_key(uid)) {
+            state.doubts.insert(uid, now);
+        }
         // A submission the listing may have missed stays until a later listing includes it.
         state.submitted.retain(|(at, _)| *at >= began);
         for (_, placeholder) in &state.submitted {

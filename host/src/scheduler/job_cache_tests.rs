@@ -181,6 +181,36 @@ fn a_pod_whose_job_this_host_cancelled_is_woken_by_the_next_listing_even_if_it_s
 }
 
 #[test]
+fn a_pod_whose_task_a_cut_list_may_hide_is_in_doubt_until_a_listing_shows_it() {
+    use crate::scheduler::link::ArrayLink;
+    use crate::slurm::NoValue;
+    let pods: Vec<PodKey> = (0..5)
+        .map(|task| PodKey { namespace: "ns".into(), name: format!("pod-{task}"), uid: format!("u{task}") })
+        .collect();
+    let record = |tasks: &str| Job {
+        job_id: 60,
+        admin_comment: ArrayLink { namespace: "ns".into(), members: pods.clone() }.render().into(),
+        job_state: vec!["PENDING".into()],
+        array_job_id: NoValue::of(60),
+        array_task_string: tasks.into(),
+        ..Default::default()
+    };
+    let cache = JobCache::default();
+    // Task 1 runs on its own; libslurm cut the pending record's list after task 2.
+    let running = Job { job_id: 61, array_task_id: NoValue::of(1), job_state: vec!["RUNNING".into()], ..record("") };
+    cache.replace(vec![running.clone(), record("0,2,4...")], 1, Instant::now());
+    assert_eq!(cache.for_pod("u0")[0].job.target(), "60_0");
+    assert_eq!(cache.for_pod("u2")[0].job.target(), "60_2");
+    assert_eq!(cache.for_pod("u1")[0].job.state(), JobState::Running);
+    let in_doubt: Vec<bool> = (0..5).map(|task| cache.in_doubt(&format!("u{task}"))).collect();
+    assert_eq!(in_doubt, [false, false, false, true, true], "tasks 3 and 4 may pend past the cut");
+    // Listed in full: task 3 ended meanwhile, task 4 still pends.
+    cache.replace(vec![running, record("0,2,4")], 2, Instant::now());
+    assert!(!cache.in_doubt("u3") && cache.for_pod("u3").is_empty(), "a pod with no job may have one again");
+    assert_eq!(cache.for_pod("u4")[0].job.target(), "60_4");
+}
+
+#[test]
 fn a_lost_submission_is_in_doubt_until_a_later_listing() {
     let cache = JobCache::default();
     let before = Instant::now();

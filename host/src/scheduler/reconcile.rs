@@ -91,7 +91,7 @@ fn observe<'a>(
         live,
         ended,
         containers_may_run: still_running_on_its_node(pod),
-        submission_in_doubt: ctx.jobs.in_doubt(&key.uid),
+        job_in_doubt: ctx.jobs.in_doubt(&key.uid),
         refused_for: ctx.jobs.refused_for(&key.uid, RECHECK),
         quiet_for: ctx.jobs.quiet_for(&key.uid, ctx.quiet_after_queueing),
         group: gang::group_of(pod),

@@ -54,6 +54,17 @@ impl ArrayLink {
             .collect()
     }
 
+    /// The pods whose tasks `job`'s cut list may hide (see `Job::array_tasks_cut`): those after the
+    /// last task it shows. Whether each still pends in the record cannot be told from it.
+    pub fn past_the_cut(&self, job: &Job) -> &[PodKey] {
+        if !job.array_tasks_cut() {
+            return &[];
+        }
+        let last_shown = crate::slurm::array_task_ids(&job.array_task_string).into_iter().max();
+        let first_hidden = last_shown.map_or(0, |task| task as usize + 1);
+        self.members.get(first_hidden..).unwrap_or_default()
+    }
+
     fn member(&self, task: u32) -> Option<PodKey> {
         self.members.get(usize::try_from(task).ok()?).cloned()
     }
