@@ -103,6 +103,8 @@ mod tests {
         assert!(!differs(&reordered, &["n1".into(), "n2".into()], &verdict()));
         let unreadable = Job { excluded_nodes: "n2,bad[".into(), ..Default::default() };
         assert!(!differs(&unreadable, &["n2".into()], &verdict()), "read as a comma list");
+        let refused_late = Job { excluded_nodes: "n[1-2],m[3-1]".into(), ..Default::default() };
+        assert!(differs(&refused_late, &["n1".into(), "n2".into()], &verdict()), "read as a comma list, whole");
         assert!(!differs(&Job::default(), &[], &verdict()));
         let deleted = Job { excluded_nodes: "n2,gone-9".into(), ..Default::default() };
         assert!(!differs(&deleted, &["n2".into()], &verdict()), "a deleted name needs no update");
