@@ -314,22 +314,23 @@ impl JobCache {
         let (holds, jobs): (Vec<Job>, Vec<Job>) =
             jobs.into_iter().partition(|job| super::link::held_node(&job.admin_comment).is_some());
         let holds: Vec<Job> = holds.into_iter().filter(|job| job.state() != JobState::Ended).collect();
-        let cut = jobs.iter().filter(|job| job.array_tasks_cut()).count();
-        if cut > 0 {
-            warn_of_cut_task_lists(cut);
-        }
         let mut by_pod: HashMap<String, Vec<Placeholder>> = HashMap::new();
         let holding: Vec<Job> = jobs.iter().filter(|job| job.holds_nodes()).cloned().collect();
-        let mut hidden = Vec::new();
+        let (mut cut, mut hidden) = (0, Vec::new());
         for job in jobs {
-            if let Some(array) = job.array_tasks_cut().then(|| ArrayLink::parse(&job.admin_comment)).flatten() {
-                hidden.extend(array.past_the_cut(&job).iter().map(|pod| pod.uid.clone()));
+            if job.array_tasks_cut() {
+                cut += 1;
+                let array = ArrayLink::parse(&job.admin_comment);
+                hidden.extend(array.iter().flat_map(|array| array.past_the_cut(&job)).map(|pod| pod.uid.clone()));
             }
             // A gang's job is listed under every member; tasks of an array pending together, each
             // under its own pod.
             for (pod, job) in super::link::linked(&job) {
                 placeholders_of(&mut by_pod, &pod.uid).push(Placeholder { pod, job });
             }
+        }
+        if cut > 0 {
+            warn_of_cut_task_lists(cut);
         }
         let mut holding = Arc::new(holding);
         let mut state = self.write();

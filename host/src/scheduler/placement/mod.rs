@@ -234,7 +234,7 @@ mod tests {
     fn excludes_untolerated_unhosted_and_unknown_nodes() {
         let verdict = judged(serde_json::json!({}));
         assert_eq!(verdict.eligible, BTreeSet::from(["s1".to_string()]));
-        assert_eq!(verdict.excluded_names(), BTreeSet::from(["s2", "s3", "static"].map(String::from)));
+        assert_eq!(verdict.excluded.keys().collect::<Vec<_>>(), ["s2", "s3", "static"]);
         assert!(verdict.excluded["s2"].contains("untolerated taint {dedicated:NoSchedule}"), "{verdict:?}");
         let tolerating = judged(serde_json::json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}));
         assert!(tolerating.eligible.contains("s2"));

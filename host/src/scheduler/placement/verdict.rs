@@ -14,11 +14,6 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// The excluded names, for the job.
-    pub fn excluded_names(&self) -> BTreeSet<String> {
-        self.excluded.keys().cloned().collect()
-    }
-
     /// Why nothing fits, in the manner of kube-scheduler's "0/3 nodes are available: ...".
     pub fn nothing_fits(&self) -> String {
         format!("0/{} Slurm nodes fit the pod's placement rules: {}", self.excluded.len(), self.why_excluded())
