@@ -1,23 +1,20 @@
 //! A running placeholder: bind its pod where Slurm put it, unless the pod may not run there (a taint
 //! or label that appeared after the job was submitted, or a neighbour placed since that its pod-level
-//! rules refuse), in which case the job is replaced. Every pod bound is assumed bound at once
+//! rules refuse), in which case the job is replaced (`replace`). Every pod bound is assumed bound at once
 //! (`placement::assumed`), before the pod watch shows it.
 
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 use super::conditions::WaitReason;
 use super::context::Context;
-use super::link;
+use super::node_room;
 use super::placeholder::Placeholder;
 use super::placement::pod_rules;
 use super::step::{Again, Plan, Step};
 use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
-use super::{executor, node_room};
-use crate::error::Error;
 use crate::slurm::{Job, expand_hostlist};
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
@@ -37,32 +34,6 @@ pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> 
             .or_else(|| super::placement::pod_rules::refusal(pod, node, placeholder.job.job_id, &ctx.pod_rules()))?;
         Some(format!("{node}: {why}"))
     })
-}
-
-/// Cancels a job Slurm placed where the pod may not run; the pod stays Pending and gets a new job
-/// that excludes the node. The job is marked first, so that a restart between the two steps still
-/// knows the cancelled job was replaced rather than ended.
-///
-/// slurmctld refuses to update a job whose excluded nodes name a node deleted since, and an array's
-/// task whose record is still the array's cannot be updated alone (see `Job::update_id`): such a
-/// job cannot be marked in Slurm, so the host keeps the mark (`JobCache::record_replaced`) and submits
-/// its successor in the same pass. A successor not submitted (no node fits the pod any more) leaves
-/// the pod waiting; a host restarted before the successor is submitted reads a cancelled job, and
-/// deletes the pod for its owner to recreate.
-pub async fn replace(
-    pod: &WatchedPod,
-    placeholder: &Placeholder,
-    ctx: &Context,
-    note: String,
-) -> Result<Replaced, Error> {
-    let marked = executor::cancel_as_replaced(ctx, placeholder).await?;
-    tracing::info!(pod = %placeholder.pod.name, "{note}");
-    let replaced = Step::Event { warning: true, reason: "SlurmJobReplaced", action: "Schedule", note };
-    executor::take_all(ctx, pod, vec![replaced]).await?;
-    if marked || link::is_gang(&placeholder.job) {
-        return Ok(Replaced::LookAgain(Action::requeue(RETRY)));
-    }
-    Ok(Replaced::SubmitNow)
 }
 
 /// The pod leaving `node` whose requests leave no room there for `pod` yet, if one does. Only when
@@ -88,17 +59,9 @@ fn running_for(job: &Job) -> Option<u64> {
     job.start_time.get().filter(|start| *start > 0).map(|start| now.saturating_sub(start))
 }
 
-/// What follows a replaced job.
-pub enum Replaced {
-    /// The pod's next pass submits its new job (the old one is marked as replaced).
-    LookAgain(Action),
-    /// The old job could not be marked in Slurm: its successor is submitted in this pass, the
-    /// sooner to leave nothing that a restarted host would read as the pod's end.
-    SubmitNow,
-}
-
-/// Binds the pod where its job runs, once the Node can take it.
-pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+/// The binding of the pod where its job runs, once the Node can take it. The pod is assumed bound to
+/// the Node now; the executor forgets that should the binding fail.
+pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Plan<'static> {
     let node = ctx.slurmd.kube_node_of(&placeholder.job.nodes);
     let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
     let leaving = match &node {
@@ -112,14 +75,10 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
         } else if let Some(why) = ctx.assumed.judge_then_assume(&uid, kube_node, || misplaced(pod, placeholder, ctx)) {
             // A neighbour bound since the pass observed refuses the Node: the next pass replaces the job.
             tracing::info!(pod = %placeholder.pod.name, %why, "not bound: a pod placed meanwhile refuses the node");
-            return Ok(Action::requeue(RETRY));
+            return Plan::look_again(Again::After(RETRY));
         }
     }
-    let bound = executor::execute(ctx, pod, binding(placeholder, node, leaving)).await;
-    if bound.is_err() {
-        ctx.assumed.forget(&uid);
-    }
-    bound
+    binding(placeholder, node, leaving)
 }
 
 /// The binding of a pod whose job runs: to `node`, the Kubernetes Node hosting the slurmd of the
@@ -139,7 +98,7 @@ fn binding(placeholder: &Placeholder, node: Option<String>, leaving: Option<Stri
     }
     let (namespace, name) = (&placeholder.pod.namespace, &placeholder.pod.name);
     let note = format!("Successfully assigned {namespace}/{name} to {node} (Slurm job {job} on {slurm_node})");
-    Plan { steps: vec![Step::Bind { node, note }], again: Again::OnChange }
+    Plan { steps: vec![Step::Bind { node, note, allocated: None }], again: Again::OnChange }
 }
 
 #[cfg(test)]
@@ -174,7 +133,10 @@ mod tests {
                 "bound",
                 node(),
                 None,
-                Plan { steps: vec![Step::Bind { node: "k1".into(), note: bound.into() }], again: Again::OnChange },
+                Plan {
+                    steps: vec![Step::Bind { node: "k1".into(), note: bound.into(), allocated: None }],
+                    again: Again::OnChange,
+                },
             ),
         ];
         for (name, node, leaving, expected) in rows {

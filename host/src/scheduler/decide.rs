@@ -1,9 +1,10 @@
 //! The scheduler's decision for one pod, pure: what was observed about the pod, its placeholder jobs
 //! and Slurm ([`Facts`]) -> a [`Decision`]: the duplicate jobs to cancel, and the one thing to do next
 //! ([`Next`]), and how that is carried out ([`course`]): the writes it takes, as a [`Plan`] for the
-//! executor, or a step that decides as it goes (submitting, binding: what Slurm or the API server
-//! answers chooses the next write). `reconcile` observes and carries the decision out; nothing here
-//! talks to Kubernetes or Slurm, so every path has a table-driven test.
+//! executor, or the course that makes its plan as it goes (submitting, replacing, preempting: what
+//! Slurm answers chooses the next write; binding: the Node's room is read first). `reconcile`
+//! observes and carries the decision out; nothing here talks to Kubernetes or Slurm, so every path
+//! has a table-driven test.
 
 use std::time::Duration;
 

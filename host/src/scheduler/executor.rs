@@ -3,10 +3,11 @@
 //! decides afresh, so a step already taken (the job cancelled, the condition said) is not taken again
 //! blindly.
 //!
-//! The pod's condition, its Events, its binding and deletion, the cancelling of its jobs and a waiting
-//! job's excluded nodes are written here. Still written where they are decided, because what Slurm
-//! answers chooses the next step: the submissions themselves and their Events (`submit`, `gang`,
-//! which tells every member), and preemption's evictions and cancellations (`preemption::execute`).
+//! The pod's condition, its Events, its binding and deletion, what a gang's other members are told,
+//! the cancelling of its jobs and a waiting job's excluded nodes are written here. Still written where
+//! they are decided, because what Slurm answers chooses the next step: the submissions themselves
+//! (`submit`, `gang`), the cancelling of a job to replace it (`replace`), and preemption's
+//! evictions and cancellations (`preemption::execute`).
 
 use kube::runtime::controller::Action;
 
@@ -36,10 +37,10 @@ pub async fn take_all(ctx: &Context, pod: &WatchedPod, steps: Vec<Step<'_>>) -> 
 
 async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Error> {
     match step {
-        Step::Wait { reason, message } => waiting(ctx, pod, reason, &message).await?,
+        Step::Wait { reason, message } => say_waiting(ctx, pod, reason, &message).await?,
         Step::Failing { reason, message, event } => {
             let news = !says_already(pod.condition("PodScheduled"), reason, &message);
-            waiting(ctx, pod, reason, &message).await?;
+            say_waiting(ctx, pod, reason, &message).await?;
             if news {
                 ctx.writer.event(pod, true, event, "Schedule", message).await;
             }
@@ -58,15 +59,35 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
         }
         Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
-        Step::Bind { node, note } => bind(ctx, pod, &node, note).await?,
+        Step::Bind { node, note, allocated } => bind_to(ctx, pod, &node, note, allocated).await?,
+        Step::OnPod { pod: other, steps } => Box::pin(take_all(ctx, &other, steps)).await?,
+        Step::DecideAgain(pods) => {
+            for other in pods {
+                let _ = ctx.decide_again.unbounded_send(other);
+            }
+        }
         Step::DeletePod => ctx.writer.delete(pod).await?,
     }
     Ok(())
 }
 
-async fn bind(ctx: &Context, pod: &WatchedPod, node: &str, note: String) -> Result<(), Error> {
+async fn bind_to(
+    ctx: &Context,
+    pod: &WatchedPod,
+    node: &str,
+    note: String,
+    allocated: Option<String>,
+) -> Result<(), Error> {
+    let bound = match allocated {
+        Some(news) => {
+            let event = ctx.writer.event(pod, false, "SlurmJobAllocated", "Schedule", news);
+            tokio::join!(event, ctx.writer.bind(pod, node)).1
+        }
+        None => ctx.writer.bind(pod, node).await,
+    };
+    let bound = bound.inspect_err(|_| ctx.assumed.forget(pod.metadata.uid.as_deref().unwrap_or_default()))?;
     // Bound by an earlier pass: the watch brings the bound pod next.
-    if !ctx.writer.bind(pod, node).await? {
+    if !bound {
         return Ok(());
     }
     if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
@@ -79,7 +100,7 @@ async fn bind(ctx: &Context, pod: &WatchedPod, node: &str, note: String) -> Resu
 }
 
 /// Says on the pod why it is not scheduled, and counts the attempt.
-async fn waiting(ctx: &Context, pod: &WatchedPod, reason: WaitReason, message: &str) -> kube::Result<()> {
+async fn say_waiting(ctx: &Context, pod: &WatchedPod, reason: WaitReason, message: &str) -> kube::Result<()> {
     ctx.metrics.attempt(reason.attempt_result());
     let current = pod.condition("PodScheduled");
     ctx.writer.set_scheduled_condition(pod, current, false, reason.condition_reason(), message).await
@@ -130,7 +151,7 @@ async fn update_excluded_nodes(
 }
 
 /// Marks a placeholder as replaced, then cancels it: a job so cancelled never ends its pod. Returns
-/// whether it could be marked (see [`super::bind::replace`] for when it cannot).
+/// whether it could be marked (see `replace` for when it cannot).
 pub async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Result<bool, Error> {
     let job_id = placeholder.job.target();
     let marked_comment = link::replaced(&placeholder.job.admin_comment);

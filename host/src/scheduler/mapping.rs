@@ -2,18 +2,12 @@
 //! placeholder job, or why it gets none (the policy refused it, it asks for more than its namespace
 //! is granted, the grant is not known yet, the policy failed), said on the pod as a [`Plan`].
 
-use std::ops::ControlFlow;
-
-use kube::runtime::controller::Action;
-
 use super::conditions::WaitReason;
 use super::context::Context;
-use super::executor;
 use super::pod_record;
 use super::step::{Again, Plan};
 use super::timing::{RECHECK, RETRY};
 use super::watched_pod::WatchedPod;
-use crate::error::Error;
 use crate::policy::worlds::MapPodInput;
 use crate::policy::{JobRequest, Mapping, PolicyError, Rejection};
 use crate::tenancy::{self, NotGranted};
@@ -29,13 +23,10 @@ pub enum Mapped {
     GrantUnknown,
 }
 
-/// The job request, or what the pass did when there is none.
-pub async fn map(pod: &WatchedPod, ctx: &Context) -> Result<ControlFlow<Action, JobRequest>, Error> {
+/// The job request, or what the pod says when there is none.
+pub async fn map(pod: &WatchedPod, ctx: &Context) -> Result<JobRequest, Plan<'static>> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    match request(ask(pod, ctx).await, namespace) {
-        Ok(request) => Ok(ControlFlow::Continue(request)),
-        Err(plan) => Ok(ControlFlow::Break(executor::execute(ctx, pod, plan).await?)),
-    }
+    request(ask(pod, ctx).await, namespace)
 }
 
 /// The job request, or what a pod of `namespace` says when there is none.

@@ -27,11 +27,13 @@ mod pod_phase;
 mod pod_record;
 pub mod preemption;
 mod reconcile;
+mod replace;
 mod scope;
 mod slurmd_pods;
 mod step;
 mod submit;
 mod timing;
+mod waiting;
 mod watched_pod;
 
 use std::sync::Arc;

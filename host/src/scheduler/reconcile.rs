@@ -2,8 +2,9 @@
 //!
 //! `observe` gathers the [`Facts`] (the pod, its placeholder jobs from the job cache, what Slurm and
 //! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`] and [`course`] how,
-//! and `act` carries it out: `executor` takes the writes decided, and submitting or binding, whose
-//! next write depends on what Slurm or the API server answers, decide the rest as they go. The pod's
+//! `act` turns that into the pass's [`Plan`] (submitting, replacing a job or preempting, whose next
+//! write depends on what Slurm answers, make their Slurm writes as they go), and the `executor` takes
+//! the plan's writes, once, at the end of the pass. The pod's
 //! placeholder job is the source of truth. No job yet: ask the policy and submit
 //! one. Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm
 //! put it. Over: delete the pod. Pod leaving: cancel the job. Everything is re-derived from the pod
@@ -16,15 +17,14 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::context::Context;
-use super::decide::{Course, Facts, Next, course, decide, waiting_in_slurm};
+use super::decide::{Course, Facts, Next, course, decide};
 use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
 use super::placeholder::Placeholder;
-use super::pod_phase::leaving;
-use super::step::Step;
-use super::submit::ExcludedNodes;
-use super::timing::{RECHECK, RETRY, SLURM_PATIENCE, STOP_GRACE};
-use super::{bind, executor, gang, held, preemption, submit};
+use super::pod_phase::{leaving, still_running_on_its_node};
+use super::step::{Plan, Step};
+use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
+use super::{bind, executor, gang, held, preemption, replace, submit, waiting};
 use crate::error::Error;
 use crate::slurm::JobState;
 
@@ -60,7 +60,8 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
         Some(Step::WriteLink { placeholder, link })
     });
     executor::take_all(&ctx, &pod, unlinked.chain(duplicates).collect()).await?;
-    act(&pod, key, decision.next, &ctx).await
+    let plan = act(&pod, key, decision.next, &ctx).await?;
+    executor::execute(&ctx, &pod, plan).await
 }
 
 /// What the pass knows: the pod, its jobs (`live`, `ended`), and what Slurm and the host have seen.
@@ -101,49 +102,20 @@ fn observe<'a>(
     }
 }
 
-/// Carries a decision out: the executor takes its writes, or the step that decides as it goes does.
-async fn act(pod: &WatchedPod, key: PodKey, next: Next<'_>, ctx: &Context) -> Result<Action, Error> {
-    match course(next) {
-        Course::Plan(plan) => executor::execute(ctx, pod, plan).await,
-        Course::Submit => submit::submit(pod, key, ctx).await,
-        Course::SubmitGang(group) => gang::submit(pod, &group, ctx).await,
+/// The pass's plan for a decision: decided already, or made by the course that decides as it goes.
+async fn act<'a>(pod: &WatchedPod, key: PodKey, next: Next<'a>, ctx: &Context) -> Result<Plan<'a>, Error> {
+    Ok(match course(next) {
+        Course::Plan(plan) => plan,
+        Course::Submit => submit::submit(pod, key, ctx).await?,
+        Course::SubmitGang(group) => gang::submit(pod, &group, ctx).await?,
         Course::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
-        Course::BindGang(placeholder) => gang::bind(pod, placeholder, ctx).await,
-        Course::WaitInSlurm(placeholder) => wait_in_slurm(pod, placeholder, ctx).await,
-        Course::Replace { placeholder, note } => replace(pod, placeholder, ctx, note).await,
-    }
-}
-
-/// Cancels the pod's job for a new one, saying why in `note`.
-async fn replace(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context, note: String) -> Result<Action, Error> {
-    match bind::replace(pod, placeholder, ctx, note).await? {
-        bind::Replaced::LookAgain(action) => Ok(action),
-        bind::Replaced::SubmitNow => submit::submit(pod, placeholder.pod.clone(), ctx).await,
-    }
-}
-
-/// A job not yet running: keep its exclusions in step with the pod's placement rules, consider
-/// preemption for it, and say on the pod what it waits for.
-async fn wait_in_slurm(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
-    let pending = placeholder.job.state() == JobState::Pending;
-    // A gang's exclusions are fixed at submission (its members may differ).
-    let excluded_nodes = if pending && !link::is_gang(&placeholder.job) {
-        submit::excluded_nodes(pod, placeholder, ctx).await?
-    } else {
-        ExcludedNodes::Unjudged
-    };
-    if excluded_nodes == ExcludedNodes::NeedsOwnJob {
-        let note = format!(
-            "the pod's placement rules changed, and Slurm job {} waits in its job array's record, whose \
-             excluded nodes every task of the array shares; cancelled it, and a new job of the pod's own will \
-             carry them",
-            placeholder.job.target()
-        );
-        return replace(pod, placeholder, ctx, note).await;
-    }
-    executor::take_all(ctx, pod, excluded_nodes.step(placeholder).into_iter().collect()).await?;
-    let preemption = if pending { preemption::consider(pod, placeholder, ctx).await? } else { None };
-    executor::execute(ctx, pod, waiting_in_slurm(&placeholder.job, preemption.as_ref())).await
+        Course::BindGang(placeholder) => match gang::own_node(pod, placeholder, ctx) {
+            Ok(on_own_node) => bind::bind(pod, &on_own_node, ctx).await,
+            Err(plan) => plan,
+        },
+        Course::WaitInSlurm(placeholder) => waiting::wait_in_slurm(pod, placeholder, ctx).await?,
+        Course::Replace { placeholder, note } => replace::replace(pod, placeholder, ctx, note).await?,
+    })
 }
 
 pub fn error_policy(pod: Arc<WatchedPod>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -152,45 +124,4 @@ pub fn error_policy(pod: Arc<WatchedPod>, error: &Error, ctx: Arc<Context>) -> A
     }
     tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %error, "reconcile failed; retrying");
     Action::requeue(RETRY)
-}
-
-/// Whether a bound pod being deleted may still have containers on its Node (until its grace period
-/// ended `STOP_GRACE` ago).
-fn still_running_on_its_node(pod: &WatchedPod) -> bool {
-    let Some(deleted) = pod.metadata.deletion_timestamp.as_ref() else { return false };
-    if pod.spec.as_ref().and_then(|spec| spec.node_name.as_ref()).is_none() {
-        return false;
-    }
-    // The deletion timestamp is when the grace period ends.
-    let past_grace = k8s_openapi::jiff::Timestamp::now().duration_since(deleted.0);
-    if past_grace.as_secs() > i64::try_from(STOP_GRACE.as_secs()).unwrap_or(i64::MAX) {
-        return false;
-    }
-    let statuses = pod.status.as_ref().and_then(|status| status.container_statuses.as_deref()).unwrap_or_default();
-    statuses.iter().any(|status| status.state.as_ref().is_none_or(|state| state.terminated.is_none()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn deleted_pod(seconds_from_now: i64, container_state: serde_json::Value) -> WatchedPod {
-        let at = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(seconds_from_now);
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "deletionTimestamp": at.to_string()},
-            "spec": {"nodeName": "n1", "containers": [{"name": "a"}]},
-            "status": {"containerStatuses": [{"name": "a", "image": "i", "imageID": "", "ready": true,
-                                               "restartCount": 0, "state": container_state}]}
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn a_deleted_pod_holds_its_node_until_its_containers_stop() {
-        let running = serde_json::json!({"running": {}});
-        assert!(still_running_on_its_node(&deleted_pod(5, running.clone())));
-        let stopped = serde_json::json!({"terminated": {"exitCode": 0}});
-        assert!(!still_running_on_its_node(&deleted_pod(5, stopped)));
-        assert!(!still_running_on_its_node(&deleted_pod(-60, running)), "not past its grace period and 30 s");
-    }
 }

@@ -1,18 +1,22 @@
-//! The writes a pass decides on, as values: what is said on the pod, what Slurm and the host's memory
-//! are told, and when the pod is looked at again. Pure functions return a [`Plan`]; only `executor`
-//! carries one out, so every decision can be checked in a table test without a cluster.
+//! The writes a pass decides on, as values: what is said on the pod (and on the other members of its
+//! gang), what Slurm and the host's memory are told, and when the pod is looked at again. Every course
+//! of a pass returns a [`Plan`]; only `executor` carries one out, once per pass, so every decision can
+//! be checked in a table test without a cluster.
 //!
 //! A plan's steps are taken in order and the first that fails ends the pass (the pass is retried):
 //! a pod is deleted only after its job was cancelled, and a wait is said before its Event.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 
 use super::conditions::WaitReason;
 use super::link::PodKey;
 use super::placeholder::Placeholder;
 use super::placement::placement_checks::GroundsDigest;
+use super::watched_pod::WatchedPod;
 
 /// One write of a pass.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,13 +47,19 @@ pub enum Step<'a> {
     /// deleted) is left to the next pass, which sees it as it is then.
     UpdateExcludedNodes { placeholder: &'a Placeholder, excluded: Vec<String>, grounds: GroundsDigest },
     /// Remember that Slurm refused a submission for these pods: not submitted again at once.
-    RecordRefusal(&'a [PodKey]),
+    RecordRefusal(Vec<PodKey>),
     /// Remember that a submission for these pods got no answer: nothing is submitted for them until a
     /// listing shows whether Slurm made the job.
-    RecordInDoubt(&'a [PodKey]),
+    RecordInDoubt(Vec<PodKey>),
     /// Bind the pod to Kubernetes Node `node`; once it is bound (not by an earlier pass), the time it
-    /// waited is counted and its Event says `note`.
-    Bind { node: String, note: String },
+    /// waited is counted and its Event says `note`. `allocated`: the note of a `SlurmJobAllocated`
+    /// Event written while the binding is made (a round trip before it would delay the binding).
+    Bind { node: String, note: String, allocated: Option<String> },
+    /// Take `steps` on another pod: a gang member this pod's pass speaks for.
+    OnPod { pod: Arc<WatchedPod>, steps: Vec<Step<'static>> },
+    /// Have these pods decide again now, not at their next look (the members of a gang whose wait
+    /// changed).
+    DecideAgain(Vec<ObjectRef<WatchedPod>>),
     /// Delete the pod.
     DeletePod,
 }
@@ -87,6 +97,12 @@ impl<'a> Plan<'a> {
     /// The pod says it waits for `reason`, and is looked at again.
     pub fn wait(reason: WaitReason, message: impl Into<String>, again: Again) -> Self {
         Self { steps: vec![Step::Wait { reason, message: message.into() }], again }
+    }
+
+    /// The plan after `first`, which is taken before its steps.
+    pub fn after(mut self, first: Step<'a>) -> Self {
+        self.steps.insert(0, first);
+        self
     }
 
     /// [`Plan::wait`], with a Warning Event `FailedScheduling` whose note is `note`.

@@ -154,6 +154,12 @@ impl k8s_openapi::Metadata for WatchedPod {
 }
 
 impl WatchedPod {
+    /// What the pod needs of a node (an empty spec when it has none).
+    pub fn needs(&self) -> &PodNeeds {
+        static EMPTY: std::sync::OnceLock<PodNeeds> = std::sync::OnceLock::new();
+        self.spec.as_ref().unwrap_or_else(|| EMPTY.get_or_init(Default::default))
+    }
+
     /// The pod's condition of `type_` (`PodScheduled`, `PodReadyToStartContainers`), if it has one.
     pub fn condition(&self, type_: &str) -> Option<&PodCondition> {
         let conditions = self.status.as_ref()?.conditions.as_ref()?;

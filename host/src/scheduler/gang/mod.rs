@@ -15,13 +15,12 @@ pub mod locks;
 mod membership;
 mod shape;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 pub use group::{Group, group_of};
@@ -36,20 +35,19 @@ use super::link::{GangLink, PodKey};
 use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::placement::pod_rules::{self, PodPlacement};
-use super::step::{Again, Plan};
+use super::step::{Again, Plan, Step};
 use super::timing::{RECHECK, RETRY};
-use super::{executor, mapping, pod_lookup, submit};
+use super::{mapping, pod_lookup, submit};
 use crate::error::Error;
 use crate::slurm::expand_hostlist;
 
-/// Submits the group's job when the group is complete and has none.
-pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Action, Error> {
+/// Submits the group's job when the group is complete and has none; what its members are told then.
+pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Plan<'static>, Error> {
     let namespace = pod.namespace().unwrap_or_default();
     let size = match group::size(&ctx.client, pod, group).await {
         Ok(size) => size as usize,
         Err(message) => {
-            let plan = Plan::refused(WaitReason::GroupInvalid, message.clone(), message, Again::OnChange);
-            return executor::execute(ctx, pod, plan).await;
+            return Ok(Plan::refused(WaitReason::GroupInvalid, message.clone(), message, Again::OnChange));
         }
     };
     let lock = ctx.gang_locks.of(&namespace, &group.name);
@@ -62,23 +60,22 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
     let chosen = match membership(size, &members, &pod.uid().unwrap_or_default(), has_live_job) {
         Membership::Incomplete { have } => {
             let message = format!("pod group {} has {have} of its {size} pods; waiting for the rest", group.name);
-            return group_waits(ctx, pod, &members, &mut last_wait, WaitReason::GroupIncomplete, message).await;
+            return Ok(group_waits(pod, &members, &mut last_wait, WaitReason::GroupIncomplete, message));
         }
         Membership::NoPlace => {
             let message = format!("pod group {} already has its {size} pods; this one waits for a place", group.name);
-            return executor::execute(ctx, pod, Plan::wait(WaitReason::GroupFull, message, Again::After(RECHECK)))
-                .await;
+            return Ok(Plan::wait(WaitReason::GroupFull, message, Again::After(RECHECK)));
         }
-        Membership::Submitted => return Ok(Action::requeue(RETRY)),
+        Membership::Submitted => return Ok(Plan::look_again(Again::After(RETRY))),
         Membership::Complete(chosen) => chosen,
     };
     let keys: Vec<PodKey> = chosen.iter().map(|member| key_of(member)).collect();
     // Every member mapped: a member the policy refuses says why on its own condition.
     let mut requests = Vec::with_capacity(chosen.len());
     for member in chosen {
-        match mapping::map(member, ctx).await? {
-            ControlFlow::Continue(request) => requests.push((member.name_any(), request)),
-            ControlFlow::Break(action) => return Ok(action),
+        match mapping::map(member, ctx).await {
+            Ok(request) => requests.push((member.name_any(), request)),
+            Err(plan) => return Ok(on_member(pod, member, plan)),
         }
     }
     let request = match gang_shape(&requests) {
@@ -89,19 +86,19 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
                 group.name,
                 chosen[0].name_any()
             );
-            return group_waits(ctx, pod, chosen, &mut last_wait, WaitReason::GroupInvalid, message).await;
+            return Ok(group_waits(pod, chosen, &mut last_wait, WaitReason::GroupInvalid, message));
         }
     };
     let verdict = match gang_verdict(chosen, ctx) {
         Some(Ok(verdict)) => verdict,
         Some(Err((reason, why))) => {
             let message = format!("a member of pod group {} waits: {why}", group.name);
-            return group_waits(ctx, pod, chosen, &mut last_wait, reason, message).await;
+            return Ok(group_waits(pod, chosen, &mut last_wait, reason, message));
         }
-        None => return Ok(Action::requeue(RETRY)),
+        None => return Ok(Plan::look_again(Again::After(RETRY))),
     };
     if let Some(message) = job::short_of_nodes(&group.name, size, &verdict) {
-        return group_waits(ctx, pod, chosen, &mut last_wait, WaitReason::Unschedulable, message).await;
+        return Ok(group_waits(pod, chosen, &mut last_wait, WaitReason::Unschedulable, message));
     }
     *last_wait = None;
     let gang_job = GangJob { namespace: &namespace, group: &group.name, members: &keys, request, verdict: &verdict };
@@ -110,10 +107,8 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
         Ok(job_id) => job_id,
         Err(error) => {
             let job = format!("pod group {}'s job", group.name);
-            return match submit::after_failure(pod, &keys, &job, &error, ctx).await? {
-                Some(action) => Ok(action),
-                None => Err(error.into()),
-            };
+            let plan = submit::failed(pod, keys, &job, &error);
+            return plan.ok_or_else(|| error.into());
         }
     };
     for key in &keys {
@@ -121,16 +116,31 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Ac
     }
     let note = format!("submitted pod group {} ({size} pods) as Slurm job {job_id}, one node per pod", group.name);
     tracing::info!(job = job_id, group = %group.name, "{note}");
-    for member in chosen {
-        ctx.writer.event(member.as_ref(), false, "SlurmJobSubmitted", "Schedule", note.clone()).await;
-    }
-    Ok(Action::requeue(RECHECK))
+    let steps = chosen.iter().map(|member| {
+        let submitted =
+            Step::Event { warning: false, reason: "SlurmJobSubmitted", action: "Schedule", note: note.clone() };
+        Step::OnPod { pod: member.clone(), steps: vec![submitted] }
+    });
+    Ok(Plan { steps: steps.collect(), again: Again::After(RECHECK) })
 }
 
-/// Binds this member to its own node of the running gang job.
-pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Action, Error> {
+/// `plan`, said on `member` instead of on `pod`, whose pass looks again as the plan says.
+fn on_member(pod: &WatchedPod, member: &Arc<WatchedPod>, plan: Plan<'static>) -> Plan<'static> {
+    if member.uid() == pod.uid() {
+        return plan;
+    }
+    Plan { steps: vec![Step::OnPod { pod: member.clone(), steps: plan.steps }], again: plan.again }
+}
+
+/// The member's own node of the running gang job: the job as this member binds by it, naming that one
+/// node (the job as it is when it links no members), or what the member says when it has none.
+pub fn own_node<'a>(
+    pod: &WatchedPod,
+    placeholder: &'a Placeholder,
+    ctx: &Context,
+) -> Result<Cow<'a, Placeholder>, Plan<'static>> {
     let Some(link) = GangLink::parse(&placeholder.job.admin_comment) else {
-        return super::bind::bind(pod, placeholder, ctx).await;
+        return Ok(Cow::Borrowed(placeholder));
     };
     let nodes = expand_hostlist(&placeholder.job.nodes).unwrap_or_default();
     let slurm_node_on: HashMap<String, String> =
@@ -154,14 +164,12 @@ pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) ->
             uids.len(),
             link.group
         );
-        return executor::execute(ctx, pod, Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY)))
-            .await;
+        return Err(Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY)));
     };
-    let on_one_node = Placeholder {
+    Ok(Cow::Owned(Placeholder {
         pod: placeholder.pod.clone(),
         job: crate::slurm::Job { nodes: slurm_node.clone(), ..placeholder.job.clone() },
-    };
-    super::bind::bind(pod, &on_one_node, ctx).await
+    }))
 }
 
 /// The group's unbound pods that are not leaving, oldest first (then by name).
@@ -183,21 +191,20 @@ fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<Wat
 
 /// The whole group waits: this member says why, and when that differs from what the group last waited
 /// for, every other member decides again now (not at its next recheck), so that all of them say it.
-async fn group_waits(
-    ctx: &Context,
+fn group_waits(
     pod: &WatchedPod,
     members: &[Arc<WatchedPod>],
     last_wait: &mut GroupWait,
     reason: WaitReason,
     message: String,
-) -> Result<Action, Error> {
-    let action = executor::execute(ctx, pod, Plan::wait(reason, message.clone(), Again::After(RECHECK))).await?;
-    if record_wait(last_wait, reason, message) {
-        for member in members.iter().filter(|member| member.uid() != pod.uid()) {
-            let _ = ctx.decide_again.unbounded_send(ObjectRef::from_obj(member.as_ref()));
-        }
+) -> Plan<'static> {
+    let plan = Plan::wait(reason, message.clone(), Again::After(RECHECK));
+    if !record_wait(last_wait, reason, message) {
+        return plan;
     }
-    Ok(action)
+    // Asked first: the news is recorded already, so a retry of a failed write would not ask them.
+    let others = members.iter().filter(|member| member.uid() != pod.uid());
+    plan.after(Step::DecideAgain(others.map(|member| ObjectRef::from_obj(member.as_ref())).collect()))
 }
 
 /// Records what the group waits for now; true when that is news, so every other member must decide

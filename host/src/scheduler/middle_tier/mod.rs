@@ -14,7 +14,6 @@ mod pods;
 mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use futures::channel::mpsc;
@@ -306,7 +305,7 @@ impl World {
         for name in names {
             let pod = WatchedPod::from(&self.pod(name).expect("a created pod"));
             let key = PodKey { namespace: NAMESPACE.into(), name: name.to_string(), uid: format!("uid-{name}") };
-            let Ok(ControlFlow::Continue(request)) = mapping::map(&pod, &self.ctx).await else {
+            let Ok(request) = mapping::map(&pod, &self.ctx).await else {
                 panic!("pod {name} is not mapped to a job");
             };
             let installation = &self.ctx.installation;

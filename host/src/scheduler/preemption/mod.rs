@@ -37,7 +37,6 @@ use super::placeholder::Placeholder;
 use super::placement::exclusions;
 use super::pod_lookup;
 use super::pod_phase::leaving;
-use super::submit::pod_spec;
 use super::timing::{PREEMPTION_PATIENCE, PREEMPTOR_RECHECK};
 use crate::error::Error;
 use crate::policy::worlds::ChooseVictimsInput;
@@ -82,7 +81,7 @@ pub async fn consider(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context
         // Ranked by its PriorityClass, capped by its namespace's grant: an annotation never raises it.
         // While the grant cannot be said, the pod preempts nothing.
         input.preemptor.priority = match ctx.grants.of(&placeholder.pod.namespace) {
-            Some(grant) => tenancy::preemption_rank(pod_spec(pod).priority, grant),
+            Some(grant) => tenancy::preemption_rank(pod.needs().priority, grant),
             None => 0,
         };
     }
@@ -138,8 +137,7 @@ fn no_victims(protected: &[(u32, Protection)]) -> String {
 /// awaited: thousands of names each, at scale, for every waiting pod.
 fn offer_for(pod: &WatchedPod, placeholder: &Placeholder, holding: &[Job], ctx: &Context) -> Offer {
     let job = &placeholder.job;
-    let (Ok(snapshot), Ok(verdict)) = (ctx.placement.slurm_nodes.snapshot(), ctx.placement.verdict(pod_spec(pod)))
-    else {
+    let (Ok(snapshot), Ok(verdict)) = (ctx.placement.slurm_nodes.snapshot(), ctx.placement.verdict(pod.needs())) else {
         return Offer::Unseen;
     };
     let rules = match ctx.slurm_rules.current() {
