@@ -40,7 +40,8 @@ pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> 
 /// this scheduler's own pods show one leaving is the Node's every pod read (one live list, by node).
 /// Anything unknown binds, as before: the kubelet decides.
 async fn room_held(pod: &WatchedPod, node: &str, ctx: &Context) -> Option<String> {
-    let leaving = ctx.pods.find(|other| node_room::is_leaving(other, pod, node))?.name_any();
+    let has_live_job = |uid: &str| ctx.jobs.has_live_job(uid);
+    let leaving = ctx.pods.find(|other| node_room::is_leaving(other, pod, node, has_live_job))?.name_any();
     let kube_node = ctx.placement.nodes.get(&ObjectRef::new(node))?;
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let neighbours = match Api::<WatchedPod>::all(ctx.client.clone()).list(&on_node).await {

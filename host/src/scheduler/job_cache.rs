@@ -179,6 +179,14 @@ impl JobCache {
         self.read().by_pod.get(uid).cloned().unwrap_or_default()
     }
 
+    /// Whether the pod has a placeholder that has not ended.
+    pub fn has_live_job(&self, uid: &str) -> bool {
+        self.read()
+            .by_pod
+            .get(uid)
+            .is_some_and(|placeholders| placeholders.iter().any(|p| p.job.state() != JobState::Ended))
+    }
+
     /// The placeholders that have not ended and that `wanted` picks. Only those are copied: a sweep
     /// over 10,000 waiting pods looks for the few whose pod is gone.
     pub fn live_where(&self, wanted: impl Fn(&Placeholder) -> bool) -> Vec<Placeholder> {

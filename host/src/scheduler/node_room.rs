@@ -37,13 +37,17 @@ fn bound_to(pod: &WatchedPod, node: &str) -> bool {
     pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref()) == Some(node)
 }
 
-/// Whether `other`, a pod other than `pod`, is bound to `node` and leaving it: deleted, or finished,
-/// and still counted by the kubelet.
-pub fn is_leaving(other: &WatchedPod, pod: &WatchedPod, node: &str) -> bool {
+/// Whether `other`, a pod other than `pod`, is bound to `node` and leaving it, and still counted by
+/// the kubelet: deleted, finished, or without a live job (`has_live_job` says, by uid). A pod whose
+/// job ended is deleted next, but Slurm has freed its node already: a gang member still running when
+/// another member's end cancelled their job, say.
+pub fn is_leaving(other: &WatchedPod, pod: &WatchedPod, node: &str, has_live_job: impl Fn(&str) -> bool) -> bool {
     other.uid() != pod.uid()
         && bound_to(other, node)
-        && (other.metadata.deletion_timestamp.is_some() || is_terminal(other))
         && is_counted(other)
+        && (other.metadata.deletion_timestamp.is_some()
+            || is_terminal(other)
+            || !has_live_job(other.metadata.uid.as_deref().unwrap_or_default()))
 }
 
 /// Whether `pod` would not fit on `node` beside `neighbours` (every pod bound to it), as the kubelet
@@ -107,14 +111,19 @@ mod tests {
         let finishing = with_sandbox(pod("finishing", Some("n1"), "1", false, "Succeeded"));
         let failed = pod("failed", Some("n1"), "1", false, "Failed");
         let elsewhere = pod("elsewhere", Some("n2"), "1", true, "Running");
-        let leaving =
-            |others: &[&WatchedPod]| others.iter().find(|other| is_leaving(other, &new, "n1")).map(|p| p.name_any());
+        let job_ended = pod("job-ended", Some("n1"), "1", false, "Running");
+        let live_job = |uid: &str| uid != "uid-job-ended";
+        let leaving = |others: &[&WatchedPod]| {
+            others.iter().find(|other| is_leaving(other, &new, "n1", live_job)).map(|p| p.name_any())
+        };
         assert_eq!(leaving(&[&staying, &done, &failed, &elsewhere]), None, "nobody leaving n1");
         assert_eq!(leaving(&[&staying, &going]), Some("going".into()));
         assert_eq!(leaving(&[&staying, &finishing]), Some("finishing".into()), "finished, not yet torn down");
+        assert_eq!(leaving(&[&staying, &job_ended]), Some("job-ended".into()), "running, its job gone");
         // (node CPUs, neighbours, overcommitted)
-        let cases: [(&str, Vec<&WatchedPod>, bool); 7] = [
+        let cases: [(&str, Vec<&WatchedPod>, bool); 8] = [
             ("2", vec![&going, &staying], true),
+            ("2", vec![&job_ended, &staying], true),
             ("2", vec![&going], false),
             ("3", vec![&going, &staying], false),
             ("2", vec![&done, &staying], false),
