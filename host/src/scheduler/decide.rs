@@ -36,6 +36,9 @@ pub struct Facts<'a> {
     pub ended: &'a [Placeholder],
     /// A leaving pod's containers may still run on its Node (its allocation stays the pod's).
     pub containers_may_run: bool,
+    /// The pod finished (not deleted) and its gang's running job still holds the nodes of other
+    /// members that run on. Observed only for a finished pod whose first live job is a running gang's.
+    pub members_still_run: bool,
     /// Whether the pod has a job is in doubt: a submission for it got no answer and no listing since
     /// tells whether Slurm took it, or the last listing cut the list of array tasks that may hold it.
     pub job_in_doubt: bool,
@@ -81,6 +84,9 @@ pub enum Next<'a> {
     AwaitFirstListing,
     /// Look again in a second: the leaving pod's containers may still hold its Node.
     AwaitContainersStopped,
+    /// A finished gang member whose job holds the nodes of members still running: the job stays
+    /// until the last of them finishes (its pass cancels it) or one is deleted (the gang goes).
+    AwaitMembers,
     /// Cancel every live job of a pod that no longer needs one.
     CancelForLeaving { live: &'a [Placeholder], why: String },
     /// Look again once this long has passed (Slurm refused the pod moments ago, or its job was
@@ -128,6 +134,9 @@ pub fn decide<'a>(facts: &Facts<'a>) -> Decision<'a> {
     if let Some(why) = &facts.leaving {
         if !facts.live.is_empty() && facts.containers_may_run {
             return Decision::only(Next::AwaitContainersStopped);
+        }
+        if facts.members_still_run {
+            return Decision::only(Next::AwaitMembers);
         }
         return Decision::only(Next::CancelForLeaving { live: facts.live, why: why.clone() });
     }
@@ -212,6 +221,8 @@ pub fn course(next: Next<'_>) -> Course<'_> {
         Next::WaitForSlurm(message) => Plan::wait(WaitReason::SlurmUnreachable, message, Again::After(RETRY)),
         Next::AwaitFirstListing => Plan::look_again(Again::After(FIRST_LISTING_RECHECK)),
         Next::AwaitContainersStopped => Plan::look_again(Again::After(CONTAINERS_STOPPED_RECHECK)),
+        // A member's end or deletion changes the job, which brings the pod back sooner.
+        Next::AwaitMembers => Plan::look_again(Again::After(RECHECK)),
         Next::CancelForLeaving { live, why } => {
             let steps = live.iter().flat_map(|placeholder| {
                 let note = format!("cancelled Slurm job {}: {why}", placeholder.job.target());

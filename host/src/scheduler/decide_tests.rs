@@ -70,6 +70,16 @@ fn every_path_through_decide() {
             Facts { leaving: Some("deleted".into()), live: &running, ..listed() },
             Next::CancelForLeaving { live: &running, why: "deleted".into() },
         ),
+        (
+            "finished, its gang's job running for members still at work: kept",
+            Facts {
+                leaving: Some("its pod has succeeded".into()),
+                live: &gang_running,
+                members_still_run: true,
+                ..listed()
+            },
+            Next::AwaitMembers,
+        ),
         ("no job yet: submit", listed(), Next::Submit),
         (
             "no job yet, a gang member: the group's job",
@@ -193,6 +203,7 @@ fn every_next_decided_to_the_write_is_a_plan() {
         ),
         ("before the first listing", Next::AwaitFirstListing, look_again(FIRST_LISTING_RECHECK)),
         ("containers still on the Node", Next::AwaitContainersStopped, look_again(CONTAINERS_STOPPED_RECHECK)),
+        ("a finished member, the gang at work", Next::AwaitMembers, look_again(RECHECK)),
         (
             "leaving: each job kept from its gang, cancelled, and said",
             Next::CancelForLeaving { live: &leaving, why: "deleted".into() },

@@ -81,6 +81,11 @@ fn observe<'a>(
         (Some(p), Some(_)) if p.job.state() == JobState::Pending => preemption::taken_by_slurm(pod, &p.job, ctx),
         _ => None,
     };
+    // A finished member is not a deleted one: its gang's job goes on for the others.
+    let finished = pod.metadata.deletion_timestamp.is_none() && leaving(pod).is_some();
+    let members_still_run = first
+        .filter(|p| finished && p.job.state() == JobState::Running && link::is_gang(&p.job))
+        .is_some_and(|p| gang::others_still_run(p, ctx));
     let uid_grant = first
         .filter(|p| bound_to.is_none() && held::is_held(&p.job))
         .and_then(|p| ctx.grants.giving(&key.namespace, p.job.user_id?));
@@ -92,6 +97,7 @@ fn observe<'a>(
         live,
         ended,
         containers_may_run: still_running_on_its_node(pod),
+        members_still_run,
         job_in_doubt: ctx.jobs.in_doubt(&key.uid),
         refused_for: ctx.jobs.refused_for(&key.uid, RECHECK),
         quiet_for: ctx.jobs.quiet_for(&key.uid, ctx.quiet_after_queueing),

@@ -172,6 +172,17 @@ pub fn own_node<'a>(
     }))
 }
 
+/// Whether members of the gang whose job is `placeholder`'s, other than its pod, still run where the
+/// job put them: bound, and neither deleted nor finished.
+pub fn others_still_run(placeholder: &Placeholder, ctx: &Context) -> bool {
+    let Some(link) = GangLink::parse(&placeholder.job.admin_comment) else { return false };
+    link.members.iter().filter(|member| member.uid != placeholder.pod.uid).any(|member| {
+        pod_lookup::find(&ctx.pods, member).is_some_and(|pod| {
+            pod.spec.as_ref().is_some_and(|spec| spec.node_name.is_some()) && super::pod_phase::leaving(&pod).is_none()
+        })
+    })
+}
+
 /// The group's unbound pods that are not leaving, oldest first (then by name).
 fn waiting_members(ctx: &Context, namespace: &str, group: &Group) -> Vec<Arc<WatchedPod>> {
     let mut members: Vec<Arc<WatchedPod>> = ctx

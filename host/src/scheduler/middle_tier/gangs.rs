@@ -52,3 +52,21 @@ async fn every_member_of_a_group_too_big_for_the_cluster_says_unschedulable() {
     }
     assert!(world.slurm.live_jobs().is_empty(), "no allocation for a group that cannot run");
 }
+
+/// A member that finishes is not a member deleted: the gang's job holds the other member's node while
+/// that member runs on, and goes when the last one finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_member_leaves_the_gang_running_until_the_last_one_finishes() {
+    let mut world = World::new().await;
+    member(&mut world, "f-1", "f", 2);
+    member(&mut world, "f-2", "f", 2);
+    world.settle().await;
+    assert!(world.node_of("f-1").is_some() && world.node_of("f-2").is_some(), "both bound");
+    world.succeed("f-1");
+    world.settle().await;
+    assert!(world.job_of("f-2").is_some(), "the job runs on for f-2: {:?}", world.slurm.live_jobs());
+    assert!(world.pod("f-2").is_some_and(|pod| pod.metadata.deletion_timestamp.is_none()), "f-2 runs on");
+    world.succeed("f-2");
+    world.settle().await;
+    assert!(world.slurm.live_jobs().is_empty(), "the last member's end ends the job");
+}
