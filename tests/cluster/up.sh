@@ -160,9 +160,9 @@ start slurmctld chroot "$SLURM_ROOT" /usr/sbin/slurmctld -D -i
 wait_for slurmctld 30 in_root scontrol ping
 log "starting slurmrestd"
 # slurmrestd refuses to run as root or as SlurmUser. It listens on the bridge for pods too. It lists
-# an array's pending tasks in full (SLURM_BITSTR_LEN=0), as the chart's does.
+# an array's pending tasks in full (SLURM_BITSTR_LEN=0) and has 8 worker threads, as the chart's does.
 start slurmrestd chroot --userspec=nobody:nogroup "$SLURM_ROOT" /usr/bin/env SLURM_JWT=daemon SLURM_BITSTR_LEN=0 \
-  /usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld "127.0.0.1:$SLURMRESTD_PORT" "$BRIDGE_IP:$SLURMRESTD_PORT"
+  /usr/sbin/slurmrestd -t 8 -a rest_auth/jwt -s openapi/slurmctld "127.0.0.1:$SLURMRESTD_PORT" "$BRIDGE_IP:$SLURMRESTD_PORT"
 token=$(in_root scontrol token username=root lifespan=300 | cut -d= -f2)
 wait_for slurmrestd 30 curl -sf -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.1:$SLURMRESTD_PORT/slurm/v0.0.42/ping"
 
