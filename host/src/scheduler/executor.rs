@@ -9,7 +9,6 @@
 //! (`submit`, `gang`), the cancelling of a job to replace it (`replace`), and preemption's
 //! evictions and cancellations (`preemption::execute`).
 
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::conditions::{WaitReason, says_already};
@@ -53,7 +52,7 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
             tracing::info!(job = %placeholder.job.target(), pod = %placeholder.pod.name, "cancelling placeholder: {why}");
             cancel_as_replaced(ctx, placeholder).await?;
         }
-        Step::WriteLink { job_id, link, comment } => write_link(ctx, pod, job_id, link, comment).await?,
+        Step::WriteLink { placeholder, link } => write_link(ctx, placeholder, &link).await?,
         Step::PlacementChecked { placeholder, grounds } => ctx.placement_checks.record(&placeholder.pod.uid, grounds),
         Step::UpdateExcludedNodes { placeholder, excluded, grounds } => {
             update_excluded_nodes(ctx, placeholder, excluded, grounds).await?;
@@ -116,10 +115,13 @@ async fn cancel(ctx: &Context, placeholder: &Placeholder, why: &str) -> Result<(
 
 /// Writes `link`, the one the job's seal opened: the job as the pass knows it may be the one the fast
 /// path recorded, whose `admin_comment` Slurm had not been given yet (empty).
-async fn write_link(ctx: &Context, pod: &WatchedPod, job_id: u32, link: String, comment: String) -> Result<(), Error> {
-    let update = JobUpdate { admin_comment: Some(link), comment: Some(comment), ..Default::default() };
+async fn write_link(ctx: &Context, placeholder: &Placeholder, link: &str) -> Result<(), Error> {
+    let Some(job_id) = placeholder.job.update_id() else { return Ok(()) };
+    let admin_comment = Some(link.to_owned());
+    let comment = Some(link::carried(&placeholder.job.comment).to_owned());
+    let update = JobUpdate { admin_comment, comment, ..Default::default() };
     ctx.slurm.update_job(&job_id, &update).await?;
-    tracing::debug!(job = job_id, pod = %pod.name_any(), "wrote the admin link of an allocation made as its tenant");
+    tracing::info!(job = job_id, pod = %placeholder.pod.name, "wrote the admin link of an allocation found by its seal");
     Ok(())
 }
 

@@ -15,23 +15,21 @@
 //! the grant's uid (`X-SLURM-USER-NAME`, which slurmctld takes from root or SlurmUser), so the job is
 //! the tenant's in Slurm's accounting and limits, not the host's. Such a request may not set
 //! `admin_comment`, so the link travels sealed in `comment` (`link::Seal`) and the host writes the
-//! admin link once the pod is bound (a round trip before the binding would delay it): a host killed
-//! in between finds the job by its seal on restart (`job_cache`) and writes the link then
-//! (`Step::WriteLink`), so the pod gets neither a second job nor an orphan. slurmctld runs an allocation as the user it resolves the uid to, and a uid it
+//! admin link right after: a host killed between the two finds the job by its seal on restart
+//! (`job_cache`) and writes the link then (`Step::WriteLink`), so the pod gets neither a second job
+//! nor an orphan. slurmctld runs an allocation as the user it resolves the uid to, and a uid it
 //! cannot resolve as its nobody (99): the job's uid and gid are checked, and a job that runs as
 //! anyone else is cancelled and the pod queued as before.
 
 use super::context::Context;
 use super::link;
-use super::step::Step;
 use crate::failpoint;
-use crate::slurm::{Job, JobDescription, JobState, SlurmError};
+use crate::slurm::{Job, JobDescription, JobState, JobUpdate, SlurmError};
 
 /// What an immediate allocation came to.
 pub enum Allocation {
-    /// Granted, and Slurm lists it running on its node; `write_link`: the write of its admin link, to
-    /// take once the pod is bound (an allocation as the tenant, linked by its seal until then).
-    Running { job: Box<Job>, write_link: Option<Step<'static>> },
+    /// Granted, and Slurm lists it running on its node.
+    Running(Box<Job>),
     /// Granted, but not yet described: treat as submitted (with this admin comment).
     Granted(u32, Box<JobDescription>),
     /// Slurm said no (no room now, or a higher-priority job waits): queue a placeholder instead.
@@ -86,26 +84,29 @@ pub async fn allocate(ctx: &Context, placeholder: &JobDescription, who: Allocate
     let listed = ctx.slurm.job(&job_id).await;
     if let AllocateAs::Tenant { uid, gid } = who {
         failpoint::hit("after-allocate");
-        return as_tenant(ctx, job_id, listed, (uid, gid), admin_link).await;
+        return as_tenant(ctx, job_id, listed, (uid, gid), admin_link, placeholder.comment.clone()).await;
     }
     match listed {
         Ok(Some(job)) if job.state() == JobState::Running && !job.nodes.is_empty() => {
-            Allocation::Running { job: Box::new(job), write_link: None }
+            Allocation::Running(Box::new(job))
         }
         _ => Allocation::Granted(job_id, Box::new(request)),
     }
 }
 
-/// A tenant's allocation, checked to run as `ids`: its admin link is written once the pod is bound.
+/// A tenant's allocation: checked to run as `ids`, then linked by the administrator's `admin_comment`
+/// and its policy's `comment` given back.
 async fn as_tenant(
     ctx: &Context,
     job_id: u32,
     listed: Result<Option<Job>, SlurmError>,
     ids: (u32, u32),
     admin_link: Option<String>,
+    comment: Option<String>,
 ) -> Allocation {
-    match listed {
-        Ok(Some(job)) if (job.user_id, job.group_id) != (Some(ids.0), Some(ids.1)) => {
+    let job = match listed {
+        Ok(Some(job)) if (job.user_id, job.group_id) == (Some(ids.0), Some(ids.1)) => job,
+        Ok(Some(job)) => {
             tracing::warn!(
                 job = job_id, wanted = ?ids, runs_as = ?(job.user_id, job.group_id),
                 "slurmctld ran the allocation as another user (the uid does not resolve where it runs, or its \
@@ -114,18 +115,34 @@ async fn as_tenant(
             if let Err(error) = ctx.slurm.cancel(&job_id).await {
                 tracing::error!(job = job_id, %error, "could not cancel an allocation made as the wrong user");
             }
-            Allocation::Refused
+            return Allocation::Refused;
         }
-        Ok(Some(job)) if job.state() == JobState::Running && !job.nodes.is_empty() => {
-            let Some(link) = admin_link else { return Allocation::Running { job: Box::new(job), write_link: None } };
-            // Known as linked from now: should the write fail, a listing shows the seal again.
-            let comment = link::carried(&job.comment).to_owned();
-            let write_link = Step::WriteLink { job_id, link: link.clone(), comment: comment.clone() };
-            let job = Job { admin_comment: link.into(), comment, ..job };
-            Allocation::Running { job: Box::new(job), write_link: Some(write_link) }
+        // Not described: its seal links it once a listing shows it.
+        _ => {
+            return Allocation::Granted(
+                job_id,
+                Box::new(JobDescription { admin_comment: admin_link, ..Default::default() }),
+            );
         }
-        // Not running or not described yet: the pass that finds it by its seal writes its link.
-        _ => Allocation::Granted(job_id, Box::new(JobDescription { admin_comment: admin_link, ..Default::default() })),
+    };
+    let update = JobUpdate {
+        admin_comment: admin_link.clone(),
+        comment: Some(comment.clone().unwrap_or_default()),
+        ..Default::default()
+    };
+    if let Err(error) = ctx.slurm.update_job(&job_id, &update).await {
+        // Still sealed: the next pass over the pod writes the link (`Step::WriteLink`).
+        tracing::warn!(job = job_id, %error, "could not write an allocation's admin link yet");
+        return Allocation::Running(Box::new(job));
+    }
+    let linked =
+        Job { admin_comment: admin_link.unwrap_or_default().into(), comment: comment.unwrap_or_default(), ..job };
+    match linked.state() == JobState::Running && !linked.nodes.is_empty() {
+        true => Allocation::Running(Box::new(linked)),
+        false => Allocation::Granted(
+            job_id,
+            Box::new(JobDescription { admin_comment: Some(linked.admin_comment.to_string()), ..Default::default() }),
+        ),
     }
 }
 

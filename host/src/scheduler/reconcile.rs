@@ -57,8 +57,7 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
     let seal = ctx.installation.seal();
     let unlinked = live.iter().filter_map(|placeholder| {
         let link = seal.open(&placeholder.job.comment, placeholder.job.user_id)?;
-        let comment = link::carried(&placeholder.job.comment).to_owned();
-        Some(Step::WriteLink { job_id: placeholder.job.update_id()?, link, comment })
+        Some(Step::WriteLink { placeholder, link })
     });
     executor::take_all(&ctx, &pod, unlinked.chain(duplicates).collect()).await?;
     let plan = act(&pod, key, decision.next, &ctx).await?;

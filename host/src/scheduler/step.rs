@@ -36,10 +36,9 @@ pub enum Step<'a> {
     /// Mark the job replaced, then cancel it, saying why in the log: a job so cancelled never ends
     /// its pod.
     CancelAsReplaced { placeholder: &'a Placeholder, why: &'static str },
-    /// Write the admin link of job `job_id`, allocated as its tenant, that names its pod only in its
-    /// sealed comment (`link`, as the seal opened it), and give the comment back what followed the
-    /// seal (`comment`).
-    WriteLink { job_id: u32, link: String, comment: String },
+    /// Write the admin link of a job allocated as its tenant that names its pod only in its sealed
+    /// comment (`link`, as the seal opened it), and give the comment back what followed the seal.
+    WriteLink { placeholder: &'a Placeholder, link: String },
     /// Remember that the pod's waiting job is in line with its placement rules on these grounds: not
     /// judged again until one of them changes.
     PlacementChecked { placeholder: &'a Placeholder, grounds: GroundsDigest },

@@ -86,15 +86,13 @@ async fn submit_alone(
             drop(turn.take());
         }
         match allocation {
-            Allocation::Running { job, write_link } => {
+            Allocation::Running(job) => {
                 tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
                 ctx.jobs.record_job(key.clone(), (*job).clone());
                 failpoint::hit("after-submit");
                 let note = format!("allocated at once as Slurm job {}", job.job_id);
                 let placeholder = Placeholder { pod: key, job: *job };
-                let mut plan = allocated(bind::bind(pod, &placeholder, ctx).await, note);
-                plan.steps.extend(write_link);
-                return Ok(plan);
+                return Ok(allocated(bind::bind(pod, &placeholder, ctx).await, note));
             }
             Allocation::Granted(job_id, request) => {
                 ctx.jobs.record_submitted(key, job_id, &request);

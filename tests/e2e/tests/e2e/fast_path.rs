@@ -102,14 +102,7 @@ async fn a_granted_pod_is_allocated_at_once_as_its_grants_user_and_linked_by_the
     start_granted_fast_host(&mut cluster, "")?;
     let created = cluster.create_pod(pod("tenant", "1", "256Mi")).await?;
     let bound = cluster.wait_pod("tenant", "the pod to be bound", BIND, |pod| node_name(pod).is_some()).await?;
-    let uid = created.metadata.uid.as_deref().unwrap_or_default();
-    // The link is written once the pod is bound: a round trip before the binding would delay it.
-    let cluster = &cluster;
-    let jobs = wait_for("the admin link to be written", BIND, || async move {
-        let jobs = cluster.jobs_of(uid).await.ok()?;
-        (!jobs.is_empty()).then_some(jobs)
-    })
-    .await?;
+    let jobs = cluster.jobs_of(created.metadata.uid.as_deref().unwrap_or_default()).await?;
     assert_eq!(jobs.len(), 1, "one job: {jobs:?}");
     let job = &jobs[0];
     assert!(!job.batch_flag, "an allocation, not a queued placeholder: {job:?}");
