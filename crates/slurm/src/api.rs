@@ -9,8 +9,8 @@ use std::fmt::Display;
 use async_trait::async_trait;
 
 use super::{
-    ApiVersion, Job, JobDescription, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage, PreemptionSetup,
-    SlurmClient, SlurmError,
+    ApiVersion, Job, JobDescription, JobStatesListing, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage,
+    PreemptionSetup, SlurmClient, SlurmError,
 };
 
 /// A job as Slurm names it: `12`, `"12"`, or `"10_3"` for task 3 of array 10.
@@ -42,7 +42,7 @@ pub trait Slurm: Send + Sync {
     /// Every job, or "unchanged since `since`".
     async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError>;
     /// Every job's state, as a fingerprint: far cheaper than [`Slurm::jobs`] at thousands of jobs.
-    async fn job_states(&self) -> Result<JobStates, SlurmError>;
+    async fn job_states(&self) -> Result<JobStatesListing, SlurmError>;
     /// Every node, or "unchanged since `since`".
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError>;
     /// One node as Slurm has it now, if it knows it: one small request, not a listing.
@@ -89,7 +89,7 @@ impl Slurm for SlurmClient {
     async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError> {
         SlurmClient::jobs(self, since).await
     }
-    async fn job_states(&self) -> Result<JobStates, SlurmError> {
+    async fn job_states(&self) -> Result<JobStatesListing, SlurmError> {
         SlurmClient::job_states(self).await
     }
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {

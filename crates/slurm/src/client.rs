@@ -15,7 +15,7 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 
 use super::decode::{decode, decode_listing};
-use super::job_states::{JobStates, JobStatesResponse};
+use super::job_states::{JobStatesListing, JobStatesResponse};
 use super::model::{CancelJobsResponse, Envelope, JobsResponse, PingResponse, SubmitResponse};
 use super::node::NodesResponse;
 use super::preemption::{ConfResponse, PartitionsResponse, QosResponse};
@@ -373,12 +373,12 @@ impl SlurmClient {
         }
     }
 
-    /// Every job's state, as a fingerprint ([`JobStates`]).
-    pub async fn job_states(&self) -> Result<JobStates, SlurmError> {
+    /// Every job's state, as a fingerprint, and the jobs that run ([`JobStatesListing`]).
+    pub async fn job_states(&self) -> Result<JobStatesListing, SlurmError> {
         let request = self.request(Method::GET, "jobs/state/");
         let answer: JobStatesResponse =
             decode_listing("job states", self.send("job states", Lane::Listing, request).await?).await?;
-        Ok(answer.states())
+        Ok(answer.listing())
     }
 
     /// The names of the cluster's partitions.

@@ -35,7 +35,7 @@ fn answer(name: &str) -> &'static Value {
 fn decode_all(status: u16, body: &[u8]) -> [bool; 7] {
     [
         decode_body::<JobsResponse>("jobs", status, body).is_ok(),
-        decode_body::<JobStatesResponse>("job states", status, body).map(|answer| answer.states()).is_ok(),
+        decode_body::<JobStatesResponse>("job states", status, body).map(|answer| answer.listing()).is_ok(),
         decode_body::<NodesResponse>("nodes", status, body).is_ok(),
         decode_body::<PartitionsResponse>("partitions", status, body).is_ok(),
         decode_body::<SubmitResponse>("submit", status, body).is_ok(),

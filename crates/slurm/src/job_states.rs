@@ -1,7 +1,10 @@
 //! Every job's state and nothing else (`GET /jobs/state/`), as one fingerprint: whether anything a
 //! job's state says changed since a full listing, for a fraction of its cost. At 10,000 pending jobs a
 //! full listing is 56 MB of JSON that slurmctld packs and the host parses; their states are under 1 MB.
+//! The jobs it lists as running come with it: a poller can see which of its pending jobs started, and
+//! read those alone, before the full listing.
 
+use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde::{Deserialize, Deserializer};
@@ -32,6 +35,21 @@ impl JobStates {
         }
         states
     }
+}
+
+/// What `GET /jobs/state/` said: the fingerprint of every job's state, and the jobs it lists as
+/// running, by name (`12`, or `8_0` for an array's task).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobStatesListing {
+    pub states: JobStates,
+    pub running: HashSet<String>,
+}
+
+impl JobStatesListing {
+    pub fn of<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a [String])> + Clone) -> Self {
+        let running = pairs.clone().into_iter().filter(|(_, state)| runs(state)).map(|(job, _)| job.to_owned());
+        Self { running: running.collect(), states: JobStates::of(pairs) }
+    }
 
     /// What `GET /jobs/state/` lists for these jobs of a full listing: a job by its id, an array's task
     /// by its own job id and task (`8_0`, though it is task 0 of array 6), and each pending task of
@@ -55,6 +73,11 @@ impl JobStates {
     }
 }
 
+/// Slurm's first flag is the job's base state (`RUNNING`, then perhaps `COMPLETING`).
+fn runs(state: &[String]) -> bool {
+    state.first().is_some_and(|base| base == "RUNNING")
+}
+
 /// One job's record in `GET /jobs/state/`: `{"job_id": "10_3", "state": ["PENDING"]}`.
 #[derive(Debug, Deserialize)]
 pub(super) struct JobStatus {
@@ -73,8 +96,8 @@ pub(super) struct JobStatesResponse {
 }
 
 impl JobStatesResponse {
-    pub(super) fn states(&self) -> JobStates {
-        JobStates::of(self.jobs.iter().map(|job| (job.job_id.as_str(), job.state.as_slice())))
+    pub(super) fn listing(&self) -> JobStatesListing {
+        JobStatesListing::of(self.jobs.iter().map(|job| (job.job_id.as_str(), job.state.as_slice())))
     }
 }
 
@@ -99,7 +122,11 @@ mod tests {
     use serde_json::json;
 
     fn states(answer: serde_json::Value) -> JobStates {
-        serde_json::from_value::<JobStatesResponse>(answer).expect("readable").states()
+        listing(answer).states
+    }
+
+    fn listing(answer: serde_json::Value) -> JobStatesListing {
+        serde_json::from_value::<JobStatesResponse>(answer).expect("readable").listing()
     }
 
     #[test]
@@ -133,7 +160,20 @@ mod tests {
             {"job_id": "5_0", "state": ["PENDING"]}, {"job_id": "5_1", "state": ["PENDING"]},
             {"job_id": "8_0", "state": ["RUNNING"]}, {"job_id": "7", "state": ["PENDING"]},
         ]}));
-        assert_eq!(JobStates::of_listing(&listing), listed);
+        assert_eq!(JobStatesListing::of_listing(&listing).states, listed);
+    }
+
+    #[test]
+    fn the_running_jobs_are_named_as_listed_whatever_flags_follow() {
+        let listed = listing(json!({"errors": [], "jobs": [
+            {"job_id": "5_0", "state": ["PENDING"]}, {"job_id": 7, "state": ["RUNNING", "COMPLETING"]},
+            {"job_id": "8_0", "state": ["RUNNING"]}, {"job_id": 9, "state": ["COMPLETED"]},
+            {"job_id": 10, "state": ["PENDING", "REQUEUED"]},
+        ]}));
+        let mut running: Vec<&str> = listed.running.iter().map(String::as_str).collect();
+        running.sort_unstable();
+        assert_eq!(running, ["7", "8_0"]);
+        assert_eq!(listed.states.jobs, 5);
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub use hostlist::{
     HostlistError, compress as compress_hostlist, expand as expand_hostlist, expand_all as expand_hostlists,
     for_each as for_each_host,
 };
-pub use job_states::JobStates;
+pub use job_states::{JobStates, JobStatesListing};
 pub use model::{ApiMessage, Exclusive, Job, JobDescription, JobFlag, JobState, JobUpdate, NoValue, array_task_ids};
 pub use node::{Node, NodeFlags, NodeUpdate};
 pub use node_cache::{

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::slurm::{
-    ApiVersion, Job, JobDescription, JobId, JobStates, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage,
+    ApiVersion, Job, JobDescription, JobId, JobStatesListing, JobUpdate, JobsPage, Node, NodeUpdate, NodesPage,
     PreemptionSetup, Slurm, SlurmError,
 };
 
@@ -137,7 +137,7 @@ impl Slurm for FencedSlurm {
     async fn jobs(&self, since: Option<u64>) -> Result<JobsPage, SlurmError> {
         self.slurm.jobs(since).await
     }
-    async fn job_states(&self) -> Result<JobStates, SlurmError> {
+    async fn job_states(&self) -> Result<JobStatesListing, SlurmError> {
         self.slurm.job_states().await
     }
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {

@@ -393,12 +393,25 @@ impl JobCache {
         changed
     }
 
-    /// Lists jobs once; returns the pods whose placeholders changed. While a submission is in doubt
+    /// Lists jobs once; returns the pods whose placeholders changed (see [`Self::refresh_waking`]).
+    pub async fn refresh(&self, slurm: &dyn Slurm) -> Result<Vec<PodKey>, SlurmError> {
+        let mut woken = Vec::new();
+        let changed = self.refresh_waking(slurm, &mut |pods| woken.extend(pods)).await?;
+        woken.extend(changed.into_iter().filter(|pod| !woken.contains(pod)).collect::<Vec<_>>());
+        Ok(woken)
+    }
+
+    /// Lists jobs once; returns the pods whose placeholders changed, after giving `wake` those of
+    /// placeholders read alone before the listing. While a submission is in doubt
     /// the listing is a full one: an incremental one may answer "unchanged" for ever (nothing else
     /// happening), and Slurm's whole-second times could hide a job made in the last listing's second.
     /// At thousands of jobs the poll asks for their states first, and lists them only when a state
     /// moved ([`job_poll`]).
-    pub async fn refresh(&self, slurm: &dyn Slurm) -> Result<Vec<PodKey>, SlurmError> {
+    pub async fn refresh_waking(
+        &self,
+        slurm: &dyn Slurm,
+        wake: &mut (dyn FnMut(Vec<PodKey>) + Send),
+    ) -> Result<Vec<PodKey>, SlurmError> {
         let began = Instant::now();
         let (since, poll) = {
             let mut state = self.write();
@@ -408,7 +421,7 @@ impl JobCache {
             let poll = job_poll::plan(state.full_listing.as_ref(), pending, self.states_first_from);
             (since, poll)
         };
-        let listed = self.list(slurm, since, poll, began).await;
+        let listed = self.list(slurm, since, poll, began, wake).await;
         let mut state = self.write();
         state.listing_since = None;
         state.last_error = listed.as_ref().err().map(ToString::to_string);
@@ -430,24 +443,56 @@ impl JobCache {
     }
 
     /// The states if `poll` asks for them first, then the listing unless they show the last one stands.
+    /// Placeholders the states show started are read alone in between, and their pods woken.
     async fn list(
         &self,
         slurm: &dyn Slurm,
         since: Option<u64>,
         poll: JobPoll,
         began: Instant,
+        wake: &mut (dyn FnMut(Vec<PodKey>) + Send),
     ) -> Result<Listed, SlurmError> {
         let states = match poll {
             JobPoll::StatesFirst(last) => {
-                let states = slurm.job_states().await?;
-                if job_poll::after_states(&last, states, began) == AfterStates::Unchanged {
+                let listing = slurm.job_states().await?;
+                if job_poll::after_states(&last, listing.states, began) == AfterStates::Unchanged {
                     return Ok(Listed::Standing);
                 }
-                Some(states)
+                wake(self.read_started(slurm, &listing.running).await);
+                Some(listing.states)
             }
             JobPoll::FullListing => None,
         };
         Ok(Listed::Page(slurm.jobs(since).await?, states))
+    }
+
+    /// Reads alone each pending placeholder the states list as running ([`job_poll::started`]) and
+    /// records it as read; returns the pods of those that run. A read that fails leaves the rest to
+    /// the full listing, which follows.
+    async fn read_started(&self, slurm: &dyn Slurm, running: &HashSet<String>) -> Vec<PodKey> {
+        let started = {
+            let state = self.read();
+            let pending = state.by_pod.values().flatten().map(|p| &p.job);
+            let pending = pending.filter(|job| job.state() == JobState::Pending && job.array_tasks().is_empty());
+            job_poll::started(pending.map(|job| job.job_id), running)
+        };
+        let mut woken = Vec::new();
+        for job_id in started {
+            let mut job = match slurm.job(&job_id).await {
+                Ok(Some(job)) if job.state() == JobState::Running => job,
+                Ok(_) => continue,
+                Err(error) => {
+                    tracing::debug!(job_id, %error, "reading a started placeholder failed; the listing follows");
+                    break;
+                }
+            };
+            self.adopt_sealed(&mut job);
+            for (pod, job) in super::link::linked(&job) {
+                woken.push(pod.clone());
+                self.record_job(pod, job);
+            }
+        }
+        woken
     }
 
     /// Why Slurm's jobs cannot be read now, if they cannot: the last listing failed, or the one in
@@ -474,14 +519,15 @@ pub async fn poll(
     loop {
         ticker.tick().await;
         let began = Instant::now();
-        let refreshed = cache.refresh(slurm.as_ref()).await;
+        let mut wake = |pods: Vec<PodKey>| {
+            for pod in pods {
+                let _ = changed.unbounded_send(ObjectRef::new(&pod.name).within(&pod.namespace));
+            }
+        };
+        let refreshed = cache.refresh_waking(slurm.as_ref(), &mut wake).await;
         let ok = refreshed.is_ok();
         match refreshed {
-            Ok(pods) => {
-                for pod in pods {
-                    let _ = changed.unbounded_send(ObjectRef::new(&pod.name).within(&pod.namespace));
-                }
-            }
+            Ok(pods) => wake(pods),
             Err(error) => tracing::warn!(%error, "listing Slurm jobs failed; keeping the last known state"),
         }
         let jobs = cache.read().full_listing.map_or(0, |last| last.jobs);

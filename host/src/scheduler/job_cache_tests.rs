@@ -275,6 +275,38 @@ async fn at_scale_a_poll_lists_the_jobs_only_when_a_state_moved() {
     assert!(cache.unreachable(Duration::from_secs(5)).is_some(), "unreadable states make Slurm unreachable");
 }
 
+#[tokio::test]
+async fn at_scale_a_placeholder_the_states_show_started_is_read_alone_before_the_listing() {
+    use crate::slurm::FakeSlurm;
+    let slurm = FakeSlurm::with_nodes("n", 1, 1);
+    let pods: Vec<PodKey> =
+        (0..2).map(|n| PodKey { namespace: "ns".into(), name: format!("pod-{n}"), uid: format!("uid-{n}") }).collect();
+    for pod in &pods {
+        let job = JobDescription { name: pod.name.clone(), admin_comment: Some(pod.link()), ..Default::default() };
+        slurm.submit(&job).await.expect("submitted");
+    }
+    let cache = JobCache::default().with_states_first_from(pods.len());
+    cache.refresh(&slurm).await.expect("listed");
+    cache.refresh(&slurm).await.expect("listed with the states before it");
+    let [running] = cache.live_where(|p| p.job.state() == JobState::Running).try_into().expect("one runs");
+    let waiting = pods.iter().find(|pod| **pod != running.pod).expect("one waits").clone();
+
+    slurm.cut_off_job_listings();
+    slurm.finish(&running.job.job_id.to_string(), "COMPLETED");
+    let mut woken = Vec::new();
+    let listed = cache.refresh_waking(&slurm, &mut |pods| woken.extend(pods)).await;
+    assert!(listed.is_err(), "the full listing is still in flight");
+    assert_eq!(woken, std::slice::from_ref(&waiting), "the started placeholder's pod is woken before the listing");
+    let started = cache.for_pod(&waiting.uid);
+    assert_eq!(started.iter().map(|p| p.job.state()).collect::<Vec<_>>(), [JobState::Running], "{started:?}");
+    assert!(!started[0].job.nodes.is_empty(), "read with its node: {started:?}");
+
+    slurm.answer_job_listings_again();
+    let changed = cache.refresh(&slurm).await.expect("listed");
+    assert_eq!(cache.for_pod(&waiting.uid)[0].job.state(), JobState::Running, "the listing agrees");
+    assert!(!changed.contains(&waiting), "a pod read alone is not woken again for the same job: {changed:?}");
+}
+
 #[test]
 fn a_tenants_allocation_is_adopted_by_its_seal_only_as_the_sealed_uid() {
     let ours = Installation::new("sunk", "test-cluster").sealing_with(b"jwt key");

@@ -3,6 +3,7 @@
 //! every poll: slurmctld then answered the Syncer's drains in seconds (docs/benchmarks.md,
 //! scale-bench). Their states alone are under 1 MB, and while none changes the listing is not taken.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::slurm::JobStates;
@@ -65,6 +66,20 @@ pub fn plan(last: Option<&FullListing>, pending: Pending, states_first_from: usi
 pub fn after_states(last: &FullListing, states: JobStates, now: Instant) -> AfterStates {
     let fresh = now.saturating_duration_since(last.began) < FULL_LISTING_AT_LEAST_EVERY;
     if fresh && last.states == Some(states) { AfterStates::Unchanged } else { AfterStates::FullListing }
+}
+
+/// The most placeholders a poll reads one by one when the states show them started: their pods are
+/// bound at once instead of after the full listing (seconds at 10,000 jobs). More wait for it.
+pub const READ_ALONE_AT_MOST: usize = 16;
+
+/// Which of the pending placeholders' jobs (by id; not an array's) the states list as running.
+pub fn started(pending: impl IntoIterator<Item = u32>, running: &HashSet<String>) -> Vec<u32> {
+    let mut started: Vec<u32> = pending.into_iter().filter(|job| running.contains(&job.to_string())).collect();
+    started.sort_unstable();
+    // A gang's one job is every member's placeholder.
+    started.dedup();
+    started.truncate(READ_ALONE_AT_MOST);
+    started
 }
 
 /// The most a poll rests beyond its interval.
@@ -130,6 +145,24 @@ mod tests {
         ];
         for (case, last, states, expected) in cases {
             assert_eq!(after_states(&last, states, now), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_poll_reads_alone_the_pending_placeholders_listed_running_up_to_a_bound() {
+        let many: Vec<u32> = (1..=40).collect();
+        let many_names: Vec<String> = many.iter().map(u32::to_string).collect();
+        let many_names: Vec<&str> = many_names.iter().map(String::as_str).collect();
+        let cases = [
+            ("none started", vec![1, 2], vec!["7"], vec![]),
+            ("one started", vec![1, 2], vec!["2", "7"], vec![2]),
+            ("a gang's job under two members", vec![3, 3], vec!["3"], vec![3]),
+            ("an array's task is listed by its own name, never read here", vec![5], vec!["5_0"], vec![]),
+            ("many started", many, many_names, (1..=READ_ALONE_AT_MOST as u32).collect()),
+        ];
+        for (case, pending, running, expected) in cases {
+            let running: HashSet<String> = running.into_iter().map(str::to_owned).collect();
+            assert_eq!(started(pending, &running), expected, "{case}");
         }
     }
 

@@ -114,6 +114,12 @@ impl FakeSlurm {
         self.world.lock().expect("fake Slurm").reset_next_job_update = true;
     }
 
+    /// Full job listings get no answer (their states and single jobs do) until
+    /// [`Self::answer_job_listings_again`]: a listing of thousands of jobs still in flight.
+    pub fn cut_off_job_listings(&self) {
+        self.world.lock().expect("fake Slurm").job_listings_unanswered = true;
+    }
+
     /// Job listings are answered again (see [`Self::reset_next_job_update`]).
     pub fn answer_job_listings_again(&self) {
         self.world.lock().expect("fake Slurm").job_listings_unanswered = false;

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use super::{FakeSlurm, World, refusal};
 use crate::api::{JobId, Slurm};
 use crate::{
-    ApiVersion, Job, JobDescription, JobState, JobStates, JobUpdate, JobsPage, NoValue, Node, NodeSource, NodeUpdate,
-    NodesPage, Partition, PartitionPriority, PreemptionSetup, SlurmError, array_task_ids,
+    ApiVersion, Job, JobDescription, JobState, JobStatesListing, JobUpdate, JobsPage, NoValue, Node, NodeSource,
+    NodeUpdate, NodesPage, Partition, PartitionPriority, PreemptionSetup, SlurmError, array_task_ids,
 };
 
 #[async_trait]
@@ -116,8 +116,8 @@ impl Slurm for FakeSlurm {
         })
     }
 
-    async fn job_states(&self) -> Result<JobStates, SlurmError> {
-        self.list("job states", |world| JobStates::of_listing(world.jobs.values()))
+    async fn job_states(&self) -> Result<JobStatesListing, SlurmError> {
+        self.list("job states", |world| JobStatesListing::of_listing(world.jobs.values()))
     }
 
     async fn nodes(&self, since: Option<u64>) -> Result<NodesPage, SlurmError> {

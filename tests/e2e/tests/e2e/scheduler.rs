@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sunk::slurm::{JobState, JobStates, JobsPage};
+use sunk::slurm::{JobState, JobStatesListing, JobsPage};
 use sunk_e2e::{Cluster, SlurmJob, in_slurm_root, node_name, pod, scheduled_condition, wait_for};
 
 const BIND: Duration = Duration::from_secs(30);
@@ -247,10 +247,10 @@ async fn the_job_states_slurm_lists_are_those_of_its_full_listing() -> anyhow::R
         let before = cluster.slurm.job_states().await.ok()?;
         let JobsPage::All { jobs, .. } = cluster.slurm.jobs(None).await.ok()? else { return None };
         let after = cluster.slurm.job_states().await.ok()?;
-        (before == after && after == JobStates::of_listing(&jobs)).then_some(after)
+        (before == after && after == JobStatesListing::of_listing(&jobs)).then_some(after)
     };
     let held_states = wait_for("the job states to be the full listing's", Duration::from_secs(90), agreed).await?;
-    assert!(held_states.jobs >= 3, "the held array's tasks are listed one by one: {held_states:?}");
+    assert!(held_states.states.jobs >= 3, "the held array's tasks are listed one by one: {held_states:?}");
 
     in_slurm_root(&["scancel", &format!("{}_1", held.0)])?;
     wait_for("the job states to move with the cancelled task", Duration::from_secs(30), || async {
