@@ -90,9 +90,9 @@ pub struct Context {
     pub metrics: SchedulerMetrics,
     pub fast_path: bool,
     pub placeholders: Placeholders,
-    /// How long a pod whose job was just queued says nothing of it
-    /// ([`SUBMITTED_RECHECK`](super::timing::SUBMITTED_RECHECK)); none in the middle tier, whose time
-    /// is compressed.
+    /// How long a pod whose job was just queued says nothing of it, and after which its pass reads the
+    /// job alone if no listing showed it ([`SUBMITTED_RECHECK`](super::timing::SUBMITTED_RECHECK));
+    /// none in the middle tier, whose time is compressed.
     pub quiet_after_queueing: Duration,
     /// Pods waiting to be submitted together.
     pub batches: batch::Batches,

@@ -30,8 +30,11 @@ struct State {
     holding: Arc<Vec<Job>>,
     /// This installation's hold jobs that have not ended (see `pool::holds`).
     holds: Arc<Vec<Job>>,
-    /// Jobs submitted by this host since the listing that is about to replace the cache began.
+    /// Jobs submitted by this host since the listing that is about to replace the cache began, as
+    /// last known (submitted, or read alone since).
     submitted: Vec<(Instant, Placeholder)>,
+    /// Those of them their pods' passes read alone (see [`JobCache::unlisted_queued`]).
+    read_alone: HashSet<u32>,
     /// Jobs this host cancelled since that listing began: a listing that began before a cancellation
     /// may still show the job running, and must not bring it back to life.
     cancelled: Vec<(Instant, Cancellation)>,
@@ -234,7 +237,43 @@ impl JobCache {
         if placeholder.job.state() == JobState::Pending {
             state.queued.insert(placeholder.pod.uid.clone(), Instant::now());
         }
+        let is_known = |(_, known): &(Instant, Placeholder)| {
+            known.pod.uid == placeholder.pod.uid && known.job.target() == placeholder.job.target()
+        };
+        state.submitted.retain(|entry| !is_known(entry));
         state.submitted.push((Instant::now(), placeholder));
+    }
+
+    /// The job this host queued alone for the pod (not an array's task), if no listing has shown it
+    /// yet, it has had `settle` to start, and no pass read it alone before: the pod's pass reads it
+    /// itself ([`Self::read_alone`]) rather than wait for a listing, which takes seconds at thousands
+    /// of jobs. Once per job: one read for each submission, never one per pass.
+    pub fn unlisted_queued(&self, uid: &str, settle: Duration) -> Option<u32> {
+        let mut state = self.write();
+        let queued = state.submitted.iter().find(|(at, placeholder)| {
+            let job = &placeholder.job;
+            placeholder.pod.uid == uid
+                && at.elapsed() >= settle
+                && job.state() == JobState::Pending
+                && job.array_tasks().is_empty()
+        });
+        let job_id = queued?.1.job.job_id;
+        state.read_alone.insert(job_id).then_some(job_id)
+    }
+
+    /// Reads one job alone and records it if it runs; the pods it runs for.
+    pub async fn read_alone(&self, slurm: &dyn Slurm, job_id: u32) -> Result<Vec<PodKey>, SlurmError> {
+        let mut job = match slurm.job(&job_id).await? {
+            Some(job) if job.state() == JobState::Running => job,
+            _ => return Ok(Vec::new()),
+        };
+        self.adopt_sealed(&mut job);
+        let mut running_for = Vec::new();
+        for (pod, job) in super::link::linked(&job) {
+            running_for.push(pod.clone());
+            self.record_job(pod, job);
+        }
+        Ok(running_for)
     }
 
     /// Remembers that this host cancelled a job, named as Slurm was told (`12`, or `10_3` for an
@@ -350,6 +389,8 @@ impl JobCache {
         }
         // A submission the listing may have missed stays until a later listing includes it.
         state.submitted.retain(|(at, _)| *at >= began);
+        let State { submitted, read_alone, .. } = &mut *state;
+        read_alone.retain(|job_id| submitted.iter().any(|(_, placeholder)| placeholder.job.job_id == *job_id));
         for (_, placeholder) in &state.submitted {
             let jobs = placeholders_of(&mut by_pod, &placeholder.pod.uid);
             // An array's task is the same job pending with its siblings and running on its own.
@@ -478,18 +519,12 @@ impl JobCache {
         };
         let mut woken = Vec::new();
         for job_id in started {
-            let mut job = match slurm.job(&job_id).await {
-                Ok(Some(job)) if job.state() == JobState::Running => job,
-                Ok(_) => continue,
+            match self.read_alone(slurm, job_id).await {
+                Ok(pods) => woken.extend(pods),
                 Err(error) => {
                     tracing::debug!(job_id, %error, "reading a started placeholder failed; the listing follows");
                     break;
                 }
-            };
-            self.adopt_sealed(&mut job);
-            for (pod, job) in super::link::linked(&job) {
-                woken.push(pod.clone());
-                self.record_job(pod, job);
             }
         }
         woken

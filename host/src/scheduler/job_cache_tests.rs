@@ -307,6 +307,38 @@ async fn at_scale_a_placeholder_the_states_show_started_is_read_alone_before_the
     assert!(!changed.contains(&waiting), "a pod read alone is not woken again for the same job: {changed:?}");
 }
 
+#[tokio::test]
+async fn a_queued_job_no_listing_showed_is_read_alone_once_after_it_settled() {
+    use crate::slurm::FakeSlurm;
+    let slurm = FakeSlurm::with_nodes("n", 1, 1);
+    let cache = JobCache::default();
+    cache.refresh(&slurm).await.expect("listed");
+    let pod = PodKey { namespace: "ns".into(), name: "pod-a".into(), uid: "a".into() };
+    let description = JobDescription { admin_comment: Some(pod.link()), ..Default::default() };
+    let job_id = slurm.submit(&description).await.expect("submitted");
+    cache.record_submitted(pod.clone(), job_id, &description);
+
+    assert_eq!(cache.unlisted_queued("a", Duration::from_secs(60)), None, "not before it had a moment to start");
+    assert_eq!(cache.unlisted_queued("b", Duration::ZERO), None, "another pod's");
+    assert_eq!(cache.unlisted_queued("a", Duration::ZERO), Some(job_id));
+    assert_eq!(cache.read_alone(&slurm, job_id).await.expect("read"), std::slice::from_ref(&pod));
+    let read = cache.for_pod("a");
+    assert_eq!(read.len(), 1, "the job read is the one submitted: {read:?}");
+    assert_eq!((read[0].job.state(), read[0].job.nodes.as_str()), (JobState::Running, "n-1"));
+    assert_eq!(cache.unlisted_queued("a", Duration::ZERO), None, "read once, never once per pass");
+
+    let other = PodKey { namespace: "ns".into(), name: "pod-b".into(), uid: "b".into() };
+    let description = JobDescription { admin_comment: Some(other.link()), ..Default::default() };
+    let waits = slurm.submit(&description).await.expect("submitted");
+    cache.record_submitted(other, waits, &description);
+    assert_eq!(cache.unlisted_queued("b", Duration::ZERO), Some(waits));
+    assert!(cache.read_alone(&slurm, waits).await.expect("read").is_empty(), "still pending: nothing to wake");
+    assert_eq!(cache.for_pod("b")[0].job.state(), JobState::Pending);
+    cache.refresh(&slurm).await.expect("listed");
+    assert_eq!(cache.unlisted_queued("b", Duration::ZERO), None, "a listing shows it now");
+    assert!(cache.read().read_alone.is_empty(), "forgotten once listed");
+}
+
 #[test]
 fn a_tenants_allocation_is_adopted_by_its_seal_only_as_the_sealed_uid() {
     let ours = Installation::new("sunk", "test-cluster").sealing_with(b"jwt key");

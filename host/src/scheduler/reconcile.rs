@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 
 use super::context::Context;
 use super::decide::{Course, Facts, Next, course, decide};
@@ -34,6 +35,7 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
         name: pod.name_any(),
         uid: pod.uid().unwrap_or_default(),
     };
+    read_queued(&key, &ctx).await;
     let mut placeholders = ctx.jobs.for_pod(&key.uid);
     placeholders.sort_by_key(|p| p.job.job_id);
     let (mut live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
@@ -62,6 +64,21 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
     executor::take_all(&ctx, &pod, unlinked.chain(duplicates).collect()).await?;
     let plan = act(&pod, key, decision.next, &ctx).await?;
     executor::execute(&ctx, &pod, plan).await
+}
+
+/// The job this host just queued for the pod, read alone once it had a moment to start: a listing of
+/// thousands of jobs takes seconds to show it. Once the cache holds it running, no listing wakes the
+/// other members of a gang for it: they are woken here.
+async fn read_queued(key: &PodKey, ctx: &Context) {
+    let Some(job_id) = ctx.jobs.unlisted_queued(&key.uid, ctx.quiet_after_queueing) else { return };
+    match ctx.jobs.read_alone(ctx.slurm.as_ref(), job_id).await {
+        Ok(running_for) => {
+            for other in running_for.iter().filter(|pod| pod.uid != key.uid) {
+                let _ = ctx.decide_again.unbounded_send(ObjectRef::new(&other.name).within(&other.namespace));
+            }
+        }
+        Err(error) => tracing::debug!(job_id, %error, "reading a queued placeholder failed; a listing will show it"),
+    }
 }
 
 /// What the pass knows: the pod, its jobs (`live`, `ended`), and what Slurm and the host have seen.

@@ -14,7 +14,8 @@ use std::time::Duration;
 /// Slurm's jobs or nodes, or another member of its group brings it back earlier).
 pub const RECHECK: Duration = Duration::from_secs(60);
 /// A pod whose job was just queued says what the job waits for once this has passed, unless the job
-/// started first.
+/// started first; its pass then reads the job alone if no listing showed it yet. slurmctld starts a
+/// queued job at its next scheduling pass, on the next whole second.
 pub const SUBMITTED_RECHECK: Duration = Duration::from_secs(1);
 /// Soon again, after something that should pass (a conflict, a job not listed yet, Slurm busy).
 pub const RETRY: Duration = Duration::from_secs(5);
