@@ -239,16 +239,23 @@ fn reports_pods_whose_jobs_changed_and_ignores_foreign_jobs() {
     assert_eq!(cache.read().last_update, Some(8));
 }
 
-#[tokio::test]
-async fn at_scale_a_poll_lists_the_jobs_only_when_a_state_moved() {
-    use crate::slurm::FakeSlurm;
-    let slurm = FakeSlurm::with_nodes("n", 1, 1);
-    let pods: Vec<PodKey> =
-        (0..3).map(|n| PodKey { namespace: "ns".into(), name: format!("pod-{n}"), uid: format!("uid-{n}") }).collect();
+/// A fake Slurm of one node with one CPU, and a placeholder submitted for each of `count` pods: the
+/// first runs, the others wait.
+async fn one_cpu_with_pods(count: usize) -> (crate::slurm::FakeSlurm, Vec<PodKey>) {
+    let slurm = crate::slurm::FakeSlurm::with_nodes("n", 1, 1);
+    let pods: Vec<PodKey> = (0..count)
+        .map(|n| PodKey { namespace: "ns".into(), name: format!("pod-{n}"), uid: format!("uid-{n}") })
+        .collect();
     for pod in &pods {
         let job = JobDescription { name: pod.name.clone(), admin_comment: Some(pod.link()), ..Default::default() };
         slurm.submit(&job).await.expect("submitted");
     }
+    (slurm, pods)
+}
+
+#[tokio::test]
+async fn at_scale_a_poll_lists_the_jobs_only_when_a_state_moved() {
+    let (slurm, pods) = one_cpu_with_pods(3).await;
     let cache = JobCache::default().with_states_first_from(pods.len());
     let polls = |jobs, states| (slurm.listings("jobs"), slurm.listings("job states")) == (jobs, states);
 
@@ -277,14 +284,7 @@ async fn at_scale_a_poll_lists_the_jobs_only_when_a_state_moved() {
 
 #[tokio::test]
 async fn at_scale_a_placeholder_the_states_show_started_is_read_alone_before_the_listing() {
-    use crate::slurm::FakeSlurm;
-    let slurm = FakeSlurm::with_nodes("n", 1, 1);
-    let pods: Vec<PodKey> =
-        (0..2).map(|n| PodKey { namespace: "ns".into(), name: format!("pod-{n}"), uid: format!("uid-{n}") }).collect();
-    for pod in &pods {
-        let job = JobDescription { name: pod.name.clone(), admin_comment: Some(pod.link()), ..Default::default() };
-        slurm.submit(&job).await.expect("submitted");
-    }
+    let (slurm, pods) = one_cpu_with_pods(2).await;
     let cache = JobCache::default().with_states_first_from(pods.len());
     cache.refresh(&slurm).await.expect("listed");
     cache.refresh(&slurm).await.expect("listed with the states before it");
