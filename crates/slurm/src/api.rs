@@ -32,6 +32,8 @@ pub trait Slurm: Send + Sync {
     async fn allocate_as(&self, job: &JobDescription, uid: u32) -> Result<u32, SlurmError>;
     /// One job, if Slurm knows it.
     async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError>;
+    /// Every record of a job: its own, or every record of its array. None if Slurm does not know it.
+    async fn job_records(&self, job_id: &JobId) -> Result<Vec<Job>, SlurmError>;
     /// Cancels a job; one that already ended is not an error.
     async fn cancel(&self, job_id: &JobId) -> Result<(), SlurmError>;
     /// Ends a batch job where it runs and queues it again.
@@ -73,6 +75,9 @@ impl Slurm for SlurmClient {
     }
     async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError> {
         SlurmClient::job(self, job_id).await
+    }
+    async fn job_records(&self, job_id: &JobId) -> Result<Vec<Job>, SlurmError> {
+        SlurmClient::job_records(self, job_id).await
     }
     async fn cancel(&self, job_id: &JobId) -> Result<(), SlurmError> {
         SlurmClient::cancel(self, job_id).await

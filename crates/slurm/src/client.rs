@@ -283,22 +283,26 @@ impl SlurmClient {
     /// record of the array: the task's own is the one returned.
     pub async fn job(&self, job_id: impl Display) -> Result<Option<Job>, SlurmError> {
         let wanted = job_id.to_string();
-        let response = self.send("job", Lane::Other, self.request(Method::GET, &format!("job/{wanted}"))).await?;
+        let mut jobs = self.job_records(&wanted).await?;
+        let own = jobs.iter().position(|job| job.target() == wanted || job.job_id.to_string() == wanted);
+        // A task still pending with its siblings has no record of its own: theirs stands for it.
+        let pending_with_siblings = || {
+            let (array, task) = wanted.split_once('_')?;
+            let (array, task) = (array.parse::<u64>().ok()?, task.parse::<u32>().ok()?);
+            jobs.iter().position(|job| job.array_job_id.get() == Some(array) && job.array_tasks().contains(&task))
+        };
+        let own = own.or_else(pending_with_siblings);
+        Ok((!jobs.is_empty()).then(|| jobs.swap_remove(own.unwrap_or(0))))
+    }
+
+    /// Every record Slurm lists for a job (`GET job/<id>`): the job's own, or for an array or any of
+    /// its tasks (`10_3`), every record of the array (its started tasks and its pending remainder).
+    /// None if Slurm does not know it.
+    pub async fn job_records(&self, job_id: impl Display) -> Result<Vec<Job>, SlurmError> {
+        let response = self.send("job", Lane::Other, self.request(Method::GET, &format!("job/{job_id}"))).await?;
         match decode::<JobsResponse>("job", response).await {
-            Ok(answer) => {
-                let mut jobs = answer.jobs;
-                let own = jobs.iter().position(|job| job.target() == wanted || job.job_id.to_string() == wanted);
-                // A task still pending with its siblings has no record of its own: theirs stands for it.
-                let pending_with_siblings = || {
-                    let (array, task) = wanted.split_once('_')?;
-                    let (array, task) = (array.parse::<u64>().ok()?, task.parse::<u32>().ok()?);
-                    jobs.iter()
-                        .position(|job| job.array_job_id.get() == Some(array) && job.array_tasks().contains(&task))
-                };
-                let own = own.or_else(pending_with_siblings);
-                Ok((!jobs.is_empty()).then(|| jobs.swap_remove(own.unwrap_or(0))))
-            }
-            Err(SlurmError::Api { status: 404, .. }) => Ok(None),
+            Ok(answer) => Ok(answer.jobs),
+            Err(SlurmError::Api { status: 404, .. }) => Ok(Vec::new()),
             Err(error) => Err(error),
         }
     }

@@ -122,6 +122,9 @@ impl Slurm for FencedSlurm {
     async fn job(&self, job_id: &JobId) -> Result<Option<Job>, SlurmError> {
         self.slurm.job(job_id).await
     }
+    async fn job_records(&self, job_id: &JobId) -> Result<Vec<Job>, SlurmError> {
+        self.slurm.job_records(job_id).await
+    }
     async fn cancel(&self, job_id: &JobId) -> Result<(), SlurmError> {
         self.may_write()?.cancel(job_id).await
     }

@@ -33,7 +33,8 @@ struct State {
     /// Jobs submitted by this host since the listing that is about to replace the cache began, as
     /// last known (submitted, or read alone since).
     submitted: Vec<(Instant, Placeholder)>,
-    /// Those of them their pods' passes read alone (see [`JobCache::unlisted_queued`]).
+    /// Those of them their pods' passes read alone, by job id (an array's, for its tasks; see
+    /// [`JobCache::unlisted_queued`]).
     read_alone: HashSet<u32>,
     /// Jobs this host cancelled since that listing began: a listing that began before a cancellation
     /// may still show the job running, and must not bring it back to life.
@@ -244,34 +245,32 @@ impl JobCache {
         state.submitted.push((Instant::now(), placeholder));
     }
 
-    /// The job this host queued alone for the pod (not an array's task), if no listing has shown it
-    /// yet, it has had `settle` to start, and no pass read it alone before: the pod's pass reads it
-    /// itself ([`Self::read_alone`]) rather than wait for a listing, which takes seconds at thousands
-    /// of jobs. Once per job: one read for each submission, never one per pass.
-    pub fn unlisted_queued(&self, uid: &str, settle: Duration) -> Option<u32> {
+    /// The job this host queued for the pod (`12`, or `10_3` for an array's task), if no listing has
+    /// shown it yet, it has had `settle` to start, and no pass read it (or its array) alone before: the
+    /// pod's pass reads it itself ([`Self::read_alone`]) rather than wait for a listing, which takes
+    /// seconds at thousands of jobs. Once per job and once per array: one read answers for every task
+    /// of an array, and the pods of those that started are woken by it.
+    pub fn unlisted_queued(&self, uid: &str, settle: Duration) -> Option<String> {
         let mut state = self.write();
         let queued = state.submitted.iter().find(|(at, placeholder)| {
-            let job = &placeholder.job;
-            placeholder.pod.uid == uid
-                && at.elapsed() >= settle
-                && job.state() == JobState::Pending
-                && job.array_tasks().is_empty()
+            placeholder.pod.uid == uid && at.elapsed() >= settle && placeholder.job.state() == JobState::Pending
         });
-        let job_id = queued?.1.job.job_id;
-        state.read_alone.insert(job_id).then_some(job_id)
+        let job = &queued?.1.job;
+        let (read_as, target) = (job.array_task().map_or(job.job_id, |(array, _)| array), job.target());
+        state.read_alone.insert(read_as).then_some(target)
     }
 
-    /// Reads one job alone and records it if it runs; the pods it runs for.
-    pub async fn read_alone(&self, slurm: &dyn Slurm, job_id: u32) -> Result<Vec<PodKey>, SlurmError> {
-        let mut job = match slurm.job(&job_id).await? {
-            Some(job) if job.state() == JobState::Running => job,
-            _ => return Ok(Vec::new()),
-        };
-        self.adopt_sealed(&mut job);
+    /// Reads one job alone (an array's task: every record of its array) and records the records that
+    /// run; the pods they run for.
+    pub async fn read_alone(&self, slurm: &dyn Slurm, target: String) -> Result<Vec<PodKey>, SlurmError> {
+        let records = slurm.job_records(&target).await?;
         let mut running_for = Vec::new();
-        for (pod, job) in super::link::linked(&job) {
-            running_for.push(pod.clone());
-            self.record_job(pod, job);
+        for mut job in records.into_iter().filter(|job| job.state() == JobState::Running) {
+            self.adopt_sealed(&mut job);
+            for (pod, job) in super::link::linked(&job) {
+                running_for.push(pod.clone());
+                self.record_job(pod, job);
+            }
         }
         Ok(running_for)
     }
@@ -519,7 +518,7 @@ impl JobCache {
         };
         let mut woken = Vec::new();
         for job_id in started {
-            match self.read_alone(slurm, job_id).await {
+            match self.read_alone(slurm, job_id.to_string()).await {
                 Ok(pods) => woken.extend(pods),
                 Err(error) => {
                     tracing::debug!(job_id, %error, "reading a started placeholder failed; the listing follows");

@@ -320,8 +320,8 @@ async fn a_queued_job_no_listing_showed_is_read_alone_once_after_it_settled() {
 
     assert_eq!(cache.unlisted_queued("a", Duration::from_secs(60)), None, "not before it had a moment to start");
     assert_eq!(cache.unlisted_queued("b", Duration::ZERO), None, "another pod's");
-    assert_eq!(cache.unlisted_queued("a", Duration::ZERO), Some(job_id));
-    assert_eq!(cache.read_alone(&slurm, job_id).await.expect("read"), std::slice::from_ref(&pod));
+    assert_eq!(cache.unlisted_queued("a", Duration::ZERO), Some(job_id.to_string()));
+    assert_eq!(cache.read_alone(&slurm, job_id.to_string()).await.expect("read"), std::slice::from_ref(&pod));
     let read = cache.for_pod("a");
     assert_eq!(read.len(), 1, "the job read is the one submitted: {read:?}");
     assert_eq!((read[0].job.state(), read[0].job.nodes.as_str()), (JobState::Running, "n-1"));
@@ -331,12 +331,48 @@ async fn a_queued_job_no_listing_showed_is_read_alone_once_after_it_settled() {
     let description = JobDescription { admin_comment: Some(other.link()), ..Default::default() };
     let waits = slurm.submit(&description).await.expect("submitted");
     cache.record_submitted(other, waits, &description);
-    assert_eq!(cache.unlisted_queued("b", Duration::ZERO), Some(waits));
-    assert!(cache.read_alone(&slurm, waits).await.expect("read").is_empty(), "still pending: nothing to wake");
+    assert_eq!(cache.unlisted_queued("b", Duration::ZERO), Some(waits.to_string()));
+    assert!(
+        cache.read_alone(&slurm, waits.to_string()).await.expect("read").is_empty(),
+        "still pending: nothing to wake"
+    );
     assert_eq!(cache.for_pod("b")[0].job.state(), JobState::Pending);
     cache.refresh(&slurm).await.expect("listed");
     assert_eq!(cache.unlisted_queued("b", Duration::ZERO), None, "a listing shows it now");
     assert!(cache.read().read_alone.is_empty(), "forgotten once listed");
+}
+
+#[tokio::test]
+async fn one_read_of_an_array_answers_for_every_task_that_started() {
+    let slurm = crate::slurm::FakeSlurm::with_nodes("n", 2, 1);
+    let cache = JobCache::default();
+    cache.refresh(&slurm).await.expect("listed");
+    let pods: Vec<PodKey> =
+        (0..3).map(|n| PodKey { namespace: "ns".into(), name: format!("pod-{n}"), uid: format!("uid-{n}") }).collect();
+    let members: Vec<(PodKey, JobDescription)> =
+        pods.iter().map(|pod| (pod.clone(), JobDescription::default())).collect();
+    let description = crate::scheduler::batch::array_description(&members, &cache.installation).expect("an array");
+    let array = slurm.submit(&description).await.expect("submitted");
+    for (task, pod) in pods.iter().enumerate() {
+        let job = Job {
+            job_id: array,
+            job_state: vec!["PENDING".into()],
+            admin_comment: description.admin_comment.clone().unwrap_or_default().into(),
+            array_job_id: crate::slurm::NoValue::of(array.into()),
+            array_task_id: crate::slurm::NoValue::of(task as u64),
+            ..Default::default()
+        };
+        cache.record_job(pod.clone(), job);
+    }
+
+    let first = cache.unlisted_queued("uid-0", Duration::ZERO).expect("task 0 is read");
+    assert_eq!(first, format!("{array}_0"));
+    assert_eq!(cache.unlisted_queued("uid-1", Duration::ZERO), None, "one read for the whole array");
+    let mut woken = cache.read_alone(&slurm, first).await.expect("read");
+    woken.sort_by(|a, b| a.uid.cmp(&b.uid));
+    assert_eq!(woken, pods[..2], "the two tasks that run on the two CPUs, whoever read them");
+    let states: Vec<JobState> = pods.iter().map(|pod| cache.for_pod(&pod.uid)[0].job.state()).collect();
+    assert_eq!(states, [JobState::Running, JobState::Running, JobState::Pending]);
 }
 
 #[test]

@@ -68,16 +68,17 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
 
 /// The job this host just queued for the pod, read alone once it had a moment to start: a listing of
 /// thousands of jobs takes seconds to show it. Once the cache holds it running, no listing wakes the
-/// other members of a gang for it: they are woken here.
+/// other pods it runs for (a gang's other members, an array's other started tasks): they are woken
+/// here.
 async fn read_queued(key: &PodKey, ctx: &Context) {
-    let Some(job_id) = ctx.jobs.unlisted_queued(&key.uid, ctx.quiet_after_queueing) else { return };
-    match ctx.jobs.read_alone(ctx.slurm.as_ref(), job_id).await {
+    let Some(job) = ctx.jobs.unlisted_queued(&key.uid, ctx.quiet_after_queueing) else { return };
+    match ctx.jobs.read_alone(ctx.slurm.as_ref(), job.clone()).await {
         Ok(running_for) => {
             for other in running_for.iter().filter(|pod| pod.uid != key.uid) {
                 let _ = ctx.decide_again.unbounded_send(ObjectRef::new(&other.name).within(&other.namespace));
             }
         }
-        Err(error) => tracing::debug!(job_id, %error, "reading a queued placeholder failed; a listing will show it"),
+        Err(error) => tracing::debug!(job, %error, "reading a queued placeholder failed; a listing will show it"),
     }
 }
 

@@ -50,6 +50,15 @@ impl Slurm for FakeSlurm {
         self.read(|world| world.resolve(&job_id.to_string()).and_then(|id| world.jobs.get(&id).cloned()))
     }
 
+    async fn job_records(&self, job_id: &JobId) -> Result<Vec<Job>, SlurmError> {
+        let wanted = job_id.to_string();
+        let id = wanted.split_once('_').map_or(wanted.as_str(), |(array, _)| array).parse::<u64>().ok();
+        self.read(|world| {
+            let of_it = |job: &&Job| Some(u64::from(job.job_id)) == id || job.array_job_id.get() == id;
+            world.jobs.values().filter(of_it).cloned().collect()
+        })
+    }
+
     async fn cancel(&self, job_id: &JobId) -> Result<(), SlurmError> {
         self.write(format!("cancel {job_id}"), |world| {
             world.cancel(&job_id.to_string());
