@@ -233,6 +233,22 @@ async fn a_malformed_annotation_or_unknown_partition_is_refused_naming_the_key()
     Ok(())
 }
 
+/// What a pod's pass reads of its job array's task before any listing shows it (`GET job/<array>_<task>`):
+/// every record of the array, so one read answers for each task of a burst.
+#[tokio::test]
+async fn a_tasks_name_reads_every_record_of_its_array() -> anyhow::Result<()> {
+    let cluster = Cluster::connect("array-read").await?;
+    let held = SlurmJob::submit(&["--hold", "--array=0-2", "-p", "batch", "--wrap", "sleep 60"])?;
+    let array: u64 = held.0.parse()?;
+    let records = cluster.slurm.job_records(format!("{array}_1")).await?;
+    let mut tasks: Vec<u32> =
+        records.iter().filter(|job| job.array_job_id.get() == Some(array)).flat_map(|job| job.array_tasks()).collect();
+    tasks.sort_unstable();
+    assert_eq!(tasks, [0, 1, 2], "every task of the array, pending together: {records:?}");
+    assert!(cluster.slurm.job_records("999999").await?.is_empty(), "a job Slurm does not know");
+    Ok(())
+}
+
 /// The job poll's first question at thousands of jobs (`GET jobs/state/`), asked of the real
 /// slurmrestd: its fingerprint is that of the full listing's jobs, an array's pending tasks one by
 /// one, and it moves when a job's state does. The host skips the full listing while it stands.
