@@ -74,7 +74,9 @@ pub const READ_ALONE_AT_MOST: usize = 16;
 
 /// Which of the pending placeholders' jobs (by id; not an array's) the states list as running.
 pub fn started(pending: impl IntoIterator<Item = u32>, running: &HashSet<String>) -> Vec<u32> {
-    let mut started: Vec<u32> = pending.into_iter().filter(|job| running.contains(&job.to_string())).collect();
+    // A plain job is listed by its id alone; an array's task (`8_0`) names no pending plain job.
+    let running: HashSet<u32> = running.iter().filter_map(|name| name.parse().ok()).collect();
+    let mut started: Vec<u32> = pending.into_iter().filter(|job| running.contains(job)).collect();
     started.sort_unstable();
     // A gang's one job is every member's placeholder.
     started.dedup();
