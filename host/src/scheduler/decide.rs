@@ -14,6 +14,7 @@ use super::held::{self, Hold, UidGrant};
 use super::placeholder::Placeholder;
 use super::preemption::by_slurm::TakenBySlurm;
 use super::preemption::outcome::Outcome;
+use super::replace;
 use super::step::{Again, Plan, Step};
 use super::timing::{CONTAINERS_STOPPED_RECHECK, FIRST_LISTING_RECHECK, RECHECK, RETRY};
 use crate::slurm::{Job, JobState};
@@ -212,8 +213,6 @@ pub enum Course<'a> {
     /// Keep the pending job's exclusions in step and consider preemption, then say what it waits for
     /// ([`waiting_in_slurm`]).
     WaitInSlurm(&'a Placeholder),
-    /// Cancel the job for a new one, the pod's Event saying `note`.
-    Replace { placeholder: &'a Placeholder, note: String },
 }
 
 pub fn course(next: Next<'_>) -> Course<'_> {
@@ -262,7 +261,7 @@ pub fn course(next: Next<'_>) -> Course<'_> {
                 "Slurm job {} was given {why}; cancelled it, and a new job will exclude that node",
                 placeholder.job.target()
             );
-            return Course::Replace { placeholder, note };
+            replace::replaced(placeholder, note)
         }
         Next::Bind(placeholder) => return Course::Bind(placeholder),
         Next::BindGang(placeholder) => return Course::BindGang(placeholder),

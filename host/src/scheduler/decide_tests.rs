@@ -186,6 +186,7 @@ fn every_next_decided_to_the_write_is_a_plan() {
     let pending = [placeholder(7, "PENDING")];
     let running = [placeholder(7, "RUNNING")];
     let leaving = [placeholder(7, "RUNNING"), gang(9, "PENDING")];
+    let gang_running = [gang(9, "RUNNING")];
     let failed = placeholder(5, "FAILED");
     let held_by_hand = [held("JobHeldUser", "")];
     let look_again = |wait| Plan::look_again(Again::After(wait));
@@ -195,6 +196,16 @@ fn every_next_decided_to_the_write_is_a_plan() {
     let delete_ended = "deleting the pod: Slurm job 5 (CANCELLED) ended";
     let requeued = "deleting the pod: Slurm job 7 was requeued and no longer holds node n1";
     let preempted = "deleting the pod: job 12 preempted its Slurm job 7 on n1";
+    let replaced = |placeholder: &'static str| {
+        format!("Slurm job {placeholder} was given n1: tainted; cancelled it, and a new job will exclude that node")
+    };
+    let replacing = |placeholder, note: String, again| {
+        let cancel = Step::CancelAsReplaced { placeholder, why: note.clone() };
+        Plan {
+            steps: vec![cancel, Step::Event { warning: true, reason: "SlurmJobReplaced", action: "Schedule", note }],
+            again,
+        }
+    };
     let rows: Vec<(&str, Next, Plan)> = vec![
         (
             "Slurm unreadable: the pod says so, and looks again soon",
@@ -274,14 +285,21 @@ fn every_next_decided_to_the_write_is_a_plan() {
                 Step::DeletePod,
             ]),
         ),
+        (
+            "running where the pod may not: marked, cancelled, said, and its successor submitted at once",
+            Next::Replace { placeholder: &running[0], why: "n1: tainted".into() },
+            replacing(&running[0], replaced("7"), Again::Now),
+        ),
+        (
+            "a gang's job where a member may not run: replaced, the members decide at their next look",
+            Next::Replace { placeholder: &gang_running[0], why: "n1: tainted".into() },
+            replacing(&gang_running[0], replaced("9"), Again::After(RETRY)),
+        ),
         ("nothing to do", Next::Nothing, Plan::look_again(Again::OnChange)),
     ];
     for (name, next, expected) in rows {
         assert_eq!(course(next), Course::Plan(expected), "{name}");
     }
-    let replace = Next::Replace { placeholder: &running[0], why: "n1: tainted".into() };
-    let note = "Slurm job 7 was given n1: tainted; cancelled it, and a new job will exclude that node".to_string();
-    assert_eq!(course(replace), Course::Replace { placeholder: &running[0], note });
     assert_eq!(course(Next::Bind(&running[0])), Course::Bind(&running[0]));
 }
 

@@ -6,25 +6,22 @@
 //! The pod's condition, its Events, its binding and deletion, what a gang's other members are told,
 //! the cancelling of its jobs and a waiting job's excluded nodes are written here. Still written where
 //! they are decided, because what Slurm answers chooses the next step: the submissions themselves
-//! (`submit`, `gang`), the cancelling of a job to replace it (`replace`), and preemption's
-//! evictions and cancellations (`preemption::execute`).
-
-use kube::runtime::controller::Action;
+//! (`submit`, `gang`) and preemption's evictions and cancellations (`preemption::execute`).
 
 use super::conditions::{WaitReason, says_already};
 use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
 use super::placement::placement_checks::GroundsDigest;
-use super::step::{Plan, Step};
+use super::step::{Again, Plan, Step};
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
 use crate::slurm::{JobState, JobUpdate, Slurm, SlurmError};
 
 /// Takes the plan's steps, and says when to look again.
-pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Action, Error> {
+pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Again, Error> {
     take_all(ctx, pod, plan.steps).await?;
-    Ok(plan.again.action())
+    Ok(plan.again)
 }
 
 /// Takes `steps` in order, the first that fails ending the pass.
@@ -150,9 +147,9 @@ async fn update_excluded_nodes(
     Ok(())
 }
 
-/// Marks a placeholder as replaced, then cancels it: a job so cancelled never ends its pod. Returns
-/// whether it could be marked (see `replace` for when it cannot).
-pub async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Result<bool, Error> {
+/// Marks a placeholder as replaced, then cancels it: a job so cancelled never ends its pod. A job
+/// Slurm does not let mark keeps its mark in the host's memory (see `replace`).
+async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Result<(), Error> {
     let job_id = placeholder.job.target();
     let marked_comment = link::replaced(&placeholder.job.admin_comment);
     let mark = JobUpdate { admin_comment: Some(marked_comment.clone()), ..Default::default() };
@@ -166,7 +163,7 @@ pub async fn cancel_as_replaced(ctx: &Context, placeholder: &Placeholder) -> Res
     };
     ctx.slurm.cancel(&job_id).await?;
     ctx.jobs.record_replaced(&job_id, &marked_comment, marked);
-    Ok(marked)
+    Ok(())
 }
 
 /// Before a member's gang job is cancelled because the member leaves: a job that does not run yet is

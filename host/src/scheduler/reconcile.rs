@@ -23,11 +23,15 @@ use super::link::{self, PodKey};
 use super::metrics::AttemptResult;
 use super::placeholder::Placeholder;
 use super::pod_phase::{leaving, still_running_on_its_node};
-use super::step::{Plan, Step};
+use super::step::{Again, Plan, Step};
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
-use super::{bind, executor, gang, held, preemption, replace, submit, waiting};
+use super::{bind, executor, gang, held, preemption, submit, waiting};
 use crate::error::Error;
 use crate::slurm::JobState;
+
+/// At most this many rounds of observe -> decide -> act in one pass: a replaced job and its
+/// successor's submission take two.
+const ROUNDS: usize = 2;
 
 pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = PodKey {
@@ -36,6 +40,16 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
         uid: pod.uid().unwrap_or_default(),
     };
     read_queued(&key, &ctx).await;
+    for _ in 0..ROUNDS {
+        if let Some(action) = round(&pod, &key, &ctx).await?.action() {
+            return Ok(action);
+        }
+    }
+    Ok(Action::requeue(RETRY))
+}
+
+/// One round of the pass: observe the pod and its jobs, decide, and carry the decision out.
+async fn round(pod: &WatchedPod, key: &PodKey, ctx: &Context) -> Result<Again, Error> {
     let mut placeholders = ctx.jobs.for_pod(&key.uid);
     placeholders.sort_by_key(|p| p.job.job_id);
     let (mut live, ended): (Vec<_>, Vec<_>) = placeholders.into_iter().partition(|p| p.job.state() != JobState::Ended);
@@ -49,21 +63,22 @@ pub async fn reconcile(pod: Arc<WatchedPod>, ctx: Arc<Context>) -> Result<Action
     // ends the pod.
     let ended: Vec<_> =
         ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_failed_attempt(&p.job)).collect();
-    let facts = observe(&pod, &key, &live, &ended, bound_to.as_deref(), &ctx);
+    let facts = observe(pod, key, &live, &ended, bound_to.as_deref(), ctx);
     let decision = decide(&facts);
     // Marked as replaced first: should the kept job be gone by the next listing, the duplicate's end
     // must not read as the end of the pod.
     let why = "a duplicate placeholder for the same pod";
-    let duplicates = decision.duplicates.iter().map(|placeholder| Step::CancelAsReplaced { placeholder, why });
+    let duplicates =
+        decision.duplicates.iter().map(|placeholder| Step::CancelAsReplaced { placeholder, why: why.into() });
     // A job allocated as its tenant, found by its seal: linked for good before anything else.
     let seal = ctx.installation.seal();
     let unlinked = live.iter().filter_map(|placeholder| {
         let link = seal.open(&placeholder.job.comment, placeholder.job.user_id)?;
         Some(Step::WriteLink { placeholder, link })
     });
-    executor::take_all(&ctx, &pod, unlinked.chain(duplicates).collect()).await?;
-    let plan = act(&pod, key, decision.next, &ctx).await?;
-    executor::execute(&ctx, &pod, plan).await
+    executor::take_all(ctx, pod, unlinked.chain(duplicates).collect()).await?;
+    let plan = act(pod, key.clone(), decision.next, ctx).await?;
+    executor::execute(ctx, pod, plan).await
 }
 
 /// The job this host just queued for the pod, read alone once it had a moment to start: a listing of
@@ -138,7 +153,6 @@ async fn act<'a>(pod: &WatchedPod, key: PodKey, next: Next<'a>, ctx: &Context) -
             Err(plan) => plan,
         },
         Course::WaitInSlurm(placeholder) => waiting::wait_in_slurm(pod, placeholder, ctx).await?,
-        Course::Replace { placeholder, note } => replace::replace(pod, placeholder, ctx, note).await?,
     })
 }
 

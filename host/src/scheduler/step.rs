@@ -35,7 +35,7 @@ pub enum Step<'a> {
     Cancel { placeholder: &'a Placeholder, why: String },
     /// Mark the job replaced, then cancel it, saying why in the log: a job so cancelled never ends
     /// its pod.
-    CancelAsReplaced { placeholder: &'a Placeholder, why: &'static str },
+    CancelAsReplaced { placeholder: &'a Placeholder, why: String },
     /// Write the admin link of a job allocated as its tenant that names its pod only in its sealed
     /// comment (`link`, as the seal opened it), and give the comment back what followed the seal.
     WriteLink { placeholder: &'a Placeholder, link: String },
@@ -67,16 +67,21 @@ pub enum Step<'a> {
 /// When the pod is looked at again, unless something changes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Again {
+    /// In this very pass, once the plan is taken: its writes changed what the pass observes (the
+    /// pod's job was cancelled to be replaced, and its successor is submitted next).
+    Now,
     After(Duration),
     /// Only when something changes (the pod, its jobs, a Node).
     OnChange,
 }
 
 impl Again {
-    pub fn action(self) -> Action {
+    /// The controller's action; `None` for [`Again::Now`], which the pass takes itself.
+    pub fn action(self) -> Option<Action> {
         match self {
-            Again::After(wait) => Action::requeue(wait),
-            Again::OnChange => Action::await_change(),
+            Again::Now => None,
+            Again::After(wait) => Some(Action::requeue(wait)),
+            Again::OnChange => Some(Action::await_change()),
         }
     }
 }

@@ -12,7 +12,7 @@ use super::placement::exclusions;
 use super::placement::placement_checks::{Grounds, GroundsDigest};
 use super::placement::pod_rules::{self, PodPlacement};
 use super::preemption;
-use super::replace::replace;
+use super::replace::replaced;
 use super::step::{Plan, Step};
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
@@ -39,7 +39,7 @@ pub async fn wait_in_slurm<'a>(
              carry them",
             placeholder.job.target()
         );
-        return replace(pod, placeholder, ctx, note).await;
+        return Ok(replaced(placeholder, note));
     }
     let in_line = excluded_nodes.step(placeholder);
     let preemption = if pending { preemption::consider(pod, placeholder, ctx).await? } else { None };
