@@ -2,13 +2,16 @@
 //!
 //! `observe` gathers the [`Facts`] (the pod, its placeholder jobs from the job cache, what Slurm and
 //! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`] and [`course`] how,
-//! `act` turns that into the pass's [`Plan`] (submitting, replacing a job or preempting, whose next
-//! write depends on what Slurm answers, make their Slurm writes as they go), and the `executor` takes
-//! the plan's writes, once, at the end of the pass. The pod's
-//! placeholder job is the source of truth. No job yet: ask the policy and submit
-//! one. Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm
-//! put it. Over: delete the pod. Pod leaving: cancel the job. Everything is re-derived from the pod
-//! and the job cache, so a restart at any point resumes where it stopped.
+//! `act` turns that into the pass's [`Plan`], and the `executor` takes the plan's writes. A course
+//! whose writes depend on what Slurm answers reads what it needs, has the executor write, and
+//! decides on the answer (`submit_pod`); a plan whose writes change what the pass observes (a job
+//! replaced) has the pass decide again at once, in a second round. Still making their own writes:
+//! a gang's submission and preemption.
+//!
+//! The pod's placeholder job is the source of truth. No job yet: ask the policy and submit one.
+//! Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm put it.
+//! Over: delete the pod. Pod leaving: cancel the job. Everything is re-derived from the pod and the
+//! job cache, so a restart at any point resumes where it stopped.
 
 use std::sync::Arc;
 
@@ -24,6 +27,7 @@ use super::metrics::AttemptResult;
 use super::placeholder::Placeholder;
 use super::pod_phase::{leaving, still_running_on_its_node};
 use super::step::{Again, Plan, Step};
+use super::submit::Submitted;
 use super::timing::{RECHECK, RETRY, SLURM_PATIENCE};
 use super::{bind, executor, gang, held, preemption, submit, waiting};
 use crate::error::Error;
@@ -145,7 +149,7 @@ fn observe<'a>(
 async fn act<'a>(pod: &WatchedPod, key: PodKey, next: Next<'a>, ctx: &Context) -> Result<Plan<'a>, Error> {
     Ok(match course(next) {
         Course::Plan(plan) => plan,
-        Course::Submit => submit::submit(pod, key, ctx).await?,
+        Course::Submit => submit_pod(pod, key, ctx).await?,
         Course::SubmitGang(group) => gang::submit(pod, &group, ctx).await?,
         Course::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
         Course::BindGang(placeholder) => match gang::own_node(pod, placeholder, ctx) {
@@ -154,6 +158,21 @@ async fn act<'a>(pod: &WatchedPod, key: PodKey, next: Next<'a>, ctx: &Context) -
         },
         Course::WaitInSlurm(placeholder) => waiting::wait_in_slurm(pod, placeholder, ctx).await?,
     })
+}
+
+/// The pod's job, submitted by the executor, and what the pod is told then; a job allocated at once
+/// is bound in the same pass.
+async fn submit_pod(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Plan<'static>, Error> {
+    let submission = match submit::prepare(pod, key.clone(), ctx).await {
+        Ok(submission) => submission,
+        Err(plan) => return Ok(plan),
+    };
+    match executor::submit(ctx, submission).await {
+        Submitted::Allocated(placeholder) => {
+            Ok(submit::allocated(bind::bind(pod, &placeholder, ctx).await, placeholder.job.job_id))
+        }
+        submitted => submit::answered(pod, key, submitted),
+    }
 }
 
 pub fn error_policy(pod: Arc<WatchedPod>, error: &Error, ctx: Arc<Context>) -> Action {

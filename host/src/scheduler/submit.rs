@@ -1,125 +1,85 @@
-//! A pod's placeholder job: asked of the job-mapper policy (`mapping`), limited by the pod's placement
-//! rules, submitted once, and kept in step with those rules while it waits. What the pod says when it
-//! cannot be submitted, or its submission failed, is decided here as a [`Plan`] for the executor.
+//! A pod's placeholder job: asked of the job-mapper policy (`mapping`) and limited by the pod's
+//! placement rules ([`prepare`], which reads and writes nothing else), submitted by the executor
+//! (`executor::submit`), and what the pod is told then ([`answered`]), as a [`Plan`]. What a failed
+//! submission means is decided here for single pods and gangs alike ([`not_submitted`]).
 
 use std::sync::Arc;
 
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
 
-use super::batch::{TimedTurn, Turn};
-use super::bind;
 use super::conditions::WaitReason;
 use super::context::Context;
-use super::fast_path::{self, Allocation};
+use super::fast_path::{self, AllocateAs};
 use super::link::PodKey;
 use super::mapping;
-use super::placeholder::Placeholder;
-use super::placeholder::{self, PlaceholderKind};
+use super::placeholder::{self, Placeholder, PlaceholderKind};
 use super::placement::Verdict;
 use super::placement::exclusions;
 use super::placement::pod_rules::{self, PodPlacement};
 use super::step::{Again, Plan, Step};
 use super::timing::{RECHECK, RETRY, SUBMITTED_RECHECK, UNREADABLE_RECHECK};
 use crate::error::Error;
-use crate::failpoint;
-use crate::slurm::{Job, JobDescription, NoValue, SlurmError, Unreadable};
+use crate::slurm::{JobDescription, SlurmError, Unreadable};
 
-/// Asks the job-mapper for the pod's job and submits it; what the pod is told then.
-pub async fn submit(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Plan<'static>, Error> {
-    let mut request = match mapping::map(pod, ctx).await {
-        Ok(request) => request,
-        Err(plan) => return Ok(plan),
-    };
+/// A pod's job, ready for Slurm.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    pub key: PodKey,
+    pub description: JobDescription,
+    /// Submitted on its own, never as an array's task: Slurm has no arrays of external jobs.
+    pub alone: bool,
+    /// Whom the job may be allocated as at once (the fast path), when it may be.
+    pub at_once: Option<AllocateAs>,
+}
+
+/// What Slurm made of a pod's submission.
+#[derive(Debug)]
+pub enum Submitted {
+    /// Queued as this job (an id, or an array's task).
+    Queued(String),
+    /// Allocated at once, and running: the pod is bound next.
+    Allocated(Box<Placeholder>),
+    /// Allocated at once, not yet described: looked at again shortly.
+    Granted,
+    /// The answer to an immediate allocation was lost: Slurm may have granted it.
+    InDoubt(SlurmError),
+    /// The submission failed.
+    Failed(SlurmError),
+    /// The array the pod's job went with failed.
+    ArrayFailed(Arc<SlurmError>),
+}
+
+/// The pod's job as the job-mapper and its placement rules make it, or what the pod says when it
+/// gets none.
+pub async fn prepare(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Submission, Plan<'static>> {
+    let mut request = mapping::map(pod, ctx).await?;
     // The verdict names every Slurm node (thousands, at scale): it must not be held while the pod
-    // waits for its turn below.
-    request.excluded_nodes = match placement(pod, ctx) {
-        Ok(verdict) => exclusions::for_job(&request.excluded_nodes, &verdict),
-        Err(plan) => return Ok(plan),
-    };
+    // waits for its turn to submit.
+    request.excluded_nodes = exclusions::for_job(&request.excluded_nodes, &*placement(pod, ctx)?);
     let kind = ctx.placeholder_kind();
     let description = placeholder::job_description(&key, request, kind, &ctx.installation);
-    if kind == PlaceholderKind::External {
-        // Slurm has no arrays of external jobs: every pod's placeholder is submitted on its own.
-        return submit_alone(pod, key, description, None, ctx).await;
-    }
-    match ctx.batches.join(ctx.slurm.as_ref(), key.clone(), description.clone()).await {
-        Turn::Alone(turn) => submit_alone(pod, key, description, Some(turn), ctx).await,
-        Turn::Task(Ok(task)) => {
-            // Known as the pod's before Slurm lists it, as a lone submission is.
-            let job = Job {
-                job_id: task.array_job_id,
-                name: description.name,
-                job_state: vec!["PENDING".into()],
-                excluded_nodes: description.excluded_nodes.join(","),
-                admin_comment: task.admin_comment,
-                array_job_id: NoValue::of(task.array_job_id.into()),
-                array_task_id: NoValue::of(task.task.into()),
-                ..Default::default()
-            };
-            let target = job.target();
-            ctx.jobs.record_job(key, job);
-            Ok(submitted(&target))
-        }
-        Turn::Task(Err(error)) => {
-            let plan = failed(pod, vec![key], "the job", &error);
-            plan.ok_or(Error::SharedSlurm(error))
-        }
+    let fast = ctx.fast_path && !pod_rules::concern(pod, &ctx.pod_rules());
+    let at_once = fast_path::allocate_as(&description, ctx.installation.seal().can_seal()).filter(|_| fast);
+    Ok(Submission { key, description, alone: kind == PlaceholderKind::External, at_once })
+}
+
+/// What `pod` is told once Slurm answered its submission; an allocation is bound first
+/// (`allocated`).
+pub fn answered(pod: &WatchedPod, key: PodKey, submitted: Submitted) -> Result<Plan<'static>, Error> {
+    match submitted {
+        Submitted::Queued(target) => Ok(self::submitted(&target)),
+        Submitted::Allocated(_) | Submitted::Granted => Ok(Plan::look_again(Again::After(RETRY))),
+        Submitted::InDoubt(error) => Ok(in_doubt(vec![key], &error)),
+        Submitted::Failed(error) => failed(pod, vec![key], "the job", &error).ok_or_else(|| error.into()),
+        Submitted::ArrayFailed(error) => failed(pod, vec![key], "the job", &error).ok_or(Error::SharedSlurm(error)),
     }
 }
 
-/// A pod submitted on its own: an immediate allocation first (with the fast path), else a queued job.
-/// Its `turn` ends once Slurm has answered: the pods waiting behind it need not wait for what the pass
-/// writes to the API server next.
-async fn submit_alone(
-    pod: &WatchedPod,
-    key: PodKey,
-    description: JobDescription,
-    mut turn: Option<TimedTurn>,
-    ctx: &Context,
-) -> Result<Plan<'static>, Error> {
-    let who = fast_path::allocate_as(&description, ctx.installation.seal().can_seal());
-    let fast = ctx.fast_path && !ctx.batches.in_burst() && !pod_rules::concern(pod, &ctx.pod_rules());
-    if let Some(who) = who.filter(|_| fast) {
-        let allocation = fast_path::allocate(ctx, &description, who).await;
-        if !matches!(allocation, Allocation::Refused) {
-            drop(turn.take());
-        }
-        match allocation {
-            Allocation::Running(job) => {
-                tracing::info!(job = job.job_id, pod = %description.name, nodes = %job.nodes, "allocated at once");
-                ctx.jobs.record_job(key.clone(), (*job).clone());
-                failpoint::hit("after-submit");
-                let note = format!("allocated at once as Slurm job {}", job.job_id);
-                let placeholder = Placeholder { pod: key, job: *job };
-                return Ok(allocated(bind::bind(pod, &placeholder, ctx).await, note));
-            }
-            Allocation::Granted(job_id, request) => {
-                ctx.jobs.record_submitted(key, job_id, &request);
-                return Ok(Plan::look_again(Again::After(RETRY)));
-            }
-            Allocation::InDoubt(error) => return Ok(in_doubt(vec![key], &error)),
-            Allocation::Refused => {}
-        }
-    }
-    let answer = ctx.slurm.submit(&description).await;
-    drop(turn);
-    let job_id = match answer {
-        Ok(job_id) => job_id,
-        Err(error) => {
-            let plan = failed(pod, vec![key], "the job", &error);
-            return plan.ok_or_else(|| error.into());
-        }
-    };
-    ctx.jobs.record_submitted(key, job_id, &description);
-    failpoint::hit("after-submit");
-    tracing::info!(job = job_id, pod = %description.name, "submitted placeholder");
-    Ok(submitted(&job_id.to_string()))
-}
-
-/// What a pod allocated at once is told: `note`, in an Event written while it is bound (a round trip
-/// before the binding would delay it), or before whatever else its `binding` plan says.
-fn allocated(mut binding: Plan<'static>, note: String) -> Plan<'static> {
+/// What a pod allocated at once as job `job_id` is told: so, in an Event written while it is bound (a
+/// round trip before the binding would delay it), or before whatever else its `binding` plan says.
+pub fn allocated(mut binding: Plan<'static>, job_id: u32) -> Plan<'static> {
+    let note = format!("allocated at once as Slurm job {job_id}");
     if let Some(Step::Bind { allocated, .. }) = binding.steps.iter_mut().find(|step| matches!(step, Step::Bind { .. }))
     {
         *allocated = Some(note);
@@ -236,6 +196,35 @@ mod tests {
         let plan = submitted("12_3");
         assert!(plan.steps.iter().all(|step| matches!(step, Step::Event { .. })), "no condition: {plan:?}");
         assert_eq!(plan.again, Again::After(SUBMITTED_RECHECK));
+    }
+
+    #[test]
+    fn what_a_pod_is_told_once_slurm_answered() {
+        let pod = serde_json::from_value::<WatchedPod>(serde_json::json!({"metadata": {"name": "p"}})).unwrap();
+        let key = PodKey { namespace: "ml".into(), name: "p".into(), uid: "u".into() };
+        let lost = || SlurmError::NoAnswer("job submission", Duration::from_secs(5));
+        let refused = format!("Slurm refused the job: {}", answered(2050));
+        let refusal = Plan::refused(WaitReason::SlurmRejected, refused.clone(), refused, Again::After(RECHECK));
+        let rows = [
+            ("queued: an Event, and quiet for a moment", Submitted::Queued("12_3".into()), Some(submitted("12_3"))),
+            ("granted, not described yet: soon again", Submitted::Granted, Some(Plan::look_again(Again::After(RETRY)))),
+            ("an allocation's answer lost", Submitted::InDoubt(lost()), Some(in_doubt(vec![key.clone()], &lost()))),
+            ("refused", Submitted::Failed(answered(2050)), Some(refusal.after(Step::RecordRefusal(vec![key.clone()])))),
+            (
+                "its array named a node deleted meanwhile: soon again",
+                Submitted::ArrayFailed(Arc::new(answered(2018))),
+                Some(Plan::look_again(Again::After(RETRY))),
+            ),
+            ("never sent: the pass's own error", Submitted::Failed(SlurmError::Withheld("not the leader")), None),
+            (
+                "its array never sent: the pass's own error",
+                Submitted::ArrayFailed(Arc::new(SlurmError::Withheld("not the leader"))),
+                None,
+            ),
+        ];
+        for (name, submitted, expected) in rows {
+            assert_eq!(super::answered(&pod, key.clone(), submitted).ok(), expected, "{name}");
+        }
     }
 
     #[test]

@@ -4,9 +4,14 @@
 //! blindly.
 //!
 //! The pod's condition, its Events, its binding and deletion, what a gang's other members are told,
-//! the cancelling of its jobs and a waiting job's excluded nodes are written here. Still written where
-//! they are decided, because what Slurm answers chooses the next step: the submissions themselves
-//! (`submit`, `gang`) and preemption's evictions and cancellations (`preemption::execute`).
+//! the cancelling and replacing of its jobs, a waiting job's excluded nodes and a pod's submission
+//! ([`submit`], whose answer `submit::answered` turns into the pod's plan) are written here. Still
+//! written where they are decided: a gang's submission (`gang`, under the group's lock) and
+//! preemption's evictions and cancellations (`preemption::execute`).
+
+mod submit;
+
+pub use submit::submit;
 
 use super::conditions::{WaitReason, says_already};
 use super::context::Context;
