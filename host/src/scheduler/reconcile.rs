@@ -4,9 +4,9 @@
 //! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`] and [`course`] how,
 //! `act` turns that into the pass's [`Plan`], and the `executor` takes the plan's writes. A course
 //! whose writes depend on what Slurm answers reads what it needs, has the executor write, and
-//! decides on the answer (`submit_pod`); a plan whose writes change what the pass observes (a job
-//! replaced) has the pass decide again at once, in a second round. Still making their own writes:
-//! a gang's submission and preemption.
+//! decides on the answer (`submit_pod`, a gang's submission); a plan whose writes change what the
+//! pass observes (a job replaced) has the pass decide again at once, in a second round. Preemption
+//! still makes its own writes.
 //!
 //! The pod's placeholder job is the source of truth. No job yet: ask the policy and submit one.
 //! Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm put it.
@@ -171,7 +171,7 @@ async fn submit_pod(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Plan
         Submitted::Allocated(placeholder) => {
             Ok(submit::allocated(bind::bind(pod, &placeholder, ctx).await, placeholder.job.job_id))
         }
-        submitted => submit::answered(pod, key, submitted),
+        submitted => submit::answered(pod, vec![key], "the job", submitted),
     }
 }
 

@@ -22,18 +22,20 @@ use super::timing::{RECHECK, RETRY, SUBMITTED_RECHECK, UNREADABLE_RECHECK};
 use crate::error::Error;
 use crate::slurm::{JobDescription, SlurmError, Unreadable};
 
-/// A pod's job, ready for Slurm.
+/// A job ready for Slurm, for one pod or a whole gang.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submission {
-    pub key: PodKey,
+    /// The pods it is for: one, or every member of a gang.
+    pub pods: Vec<PodKey>,
     pub description: JobDescription,
-    /// Submitted on its own, never as an array's task: Slurm has no arrays of external jobs.
+    /// Submitted on its own, never as an array's task: a gang's job, or an external job (Slurm has
+    /// no arrays of them).
     pub alone: bool,
     /// Whom the job may be allocated as at once (the fast path), when it may be.
     pub at_once: Option<AllocateAs>,
 }
 
-/// What Slurm made of a pod's submission.
+/// What Slurm made of a submission.
 #[derive(Debug)]
 pub enum Submitted {
     /// Queued as this job (an id, or an array's task).
@@ -61,18 +63,18 @@ pub async fn prepare(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Sub
     let description = placeholder::job_description(&key, request, kind, &ctx.installation);
     let fast = ctx.fast_path && !pod_rules::concern(pod, &ctx.pod_rules());
     let at_once = fast_path::allocate_as(&description, ctx.installation.seal().can_seal()).filter(|_| fast);
-    Ok(Submission { key, description, alone: kind == PlaceholderKind::External, at_once })
+    Ok(Submission { pods: vec![key], description, alone: kind == PlaceholderKind::External, at_once })
 }
 
-/// What `pod` is told once Slurm answered its submission; an allocation is bound first
-/// (`allocated`).
-pub fn answered(pod: &WatchedPod, key: PodKey, submitted: Submitted) -> Result<Plan<'static>, Error> {
+/// What `pod` is told once Slurm answered the submission of `job` for the pods of `keys` (one pod, or
+/// every member of a gang); an allocation is bound first (`allocated`).
+pub fn answered(pod: &WatchedPod, keys: Vec<PodKey>, job: &str, submitted: Submitted) -> Result<Plan<'static>, Error> {
     match submitted {
         Submitted::Queued(target) => Ok(self::submitted(&target)),
         Submitted::Allocated(_) | Submitted::Granted => Ok(Plan::look_again(Again::After(RETRY))),
-        Submitted::InDoubt(error) => Ok(in_doubt(vec![key], &error)),
-        Submitted::Failed(error) => failed(pod, vec![key], "the job", &error).ok_or_else(|| error.into()),
-        Submitted::ArrayFailed(error) => failed(pod, vec![key], "the job", &error).ok_or(Error::SharedSlurm(error)),
+        Submitted::InDoubt(error) => Ok(in_doubt(keys, &error)),
+        Submitted::Failed(error) => failed(pod, keys, job, &error).ok_or_else(|| error.into()),
+        Submitted::ArrayFailed(error) => failed(pod, keys, job, &error).ok_or(Error::SharedSlurm(error)),
     }
 }
 
@@ -146,7 +148,7 @@ fn in_doubt(keys: Vec<PodKey>, error: &SlurmError) -> Plan<'static> {
 }
 
 /// [`not_submitted`], for a submission made by `pod`'s pass.
-pub fn failed(pod: &WatchedPod, keys: Vec<PodKey>, job: &str, error: &SlurmError) -> Option<Plan<'static>> {
+fn failed(pod: &WatchedPod, keys: Vec<PodKey>, job: &str, error: &SlurmError) -> Option<Plan<'static>> {
     if failure(error) == Some(Failure::NodeVanished) {
         tracing::debug!(pod = %pod.name_any(), %error, "a node named in the job vanished; trying again");
     }
@@ -223,7 +225,7 @@ mod tests {
             ),
         ];
         for (name, submitted, expected) in rows {
-            assert_eq!(super::answered(&pod, key.clone(), submitted).ok(), expected, "{name}");
+            assert_eq!(super::answered(&pod, vec![key.clone()], "the job", submitted).ok(), expected, "{name}");
         }
     }
 

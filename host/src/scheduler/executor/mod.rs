@@ -4,10 +4,10 @@
 //! blindly.
 //!
 //! The pod's condition, its Events, its binding and deletion, what a gang's other members are told,
-//! the cancelling and replacing of its jobs, a waiting job's excluded nodes and a pod's submission
-//! ([`submit`], whose answer `submit::answered` turns into the pod's plan) are written here. Still
-//! written where they are decided: a gang's submission (`gang`, under the group's lock) and
-//! preemption's evictions and cancellations (`preemption::execute`).
+//! the cancelling and replacing of its jobs, a waiting job's excluded nodes, and the submission of a
+//! pod's or a gang's job ([`submit`], whose answer `submit::answered` turns into the pod's plan) are
+//! written here. Still written where they are decided: preemption's evictions and cancellations
+//! (`preemption::execute`).
 
 mod submit;
 

@@ -36,8 +36,9 @@ use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::placement::pod_rules::{self, PodPlacement};
 use super::step::{Again, Plan, Step};
+use super::submit::{self, Submission, Submitted};
 use super::timing::{RECHECK, RETRY};
-use super::{mapping, pod_lookup, submit};
+use super::{executor, mapping, pod_lookup};
 use crate::error::Error;
 use crate::slurm::expand_hostlist;
 
@@ -103,17 +104,12 @@ pub async fn submit(pod: &WatchedPod, group: &Group, ctx: &Context) -> Result<Pl
     *last_wait = None;
     let gang_job = GangJob { namespace: &namespace, group: &group.name, members: &keys, request, verdict: &verdict };
     let description = job::description(gang_job, ctx.placeholder_kind(), &ctx.installation);
-    let job_id = match ctx.slurm.submit(&description).await {
-        Ok(job_id) => job_id,
-        Err(error) => {
-            let job = format!("pod group {}'s job", group.name);
-            let plan = submit::failed(pod, keys, &job, &error);
-            return plan.ok_or_else(|| error.into());
-        }
+    let job = format!("pod group {}'s job", group.name);
+    let submission = Submission { pods: keys.clone(), description, alone: true, at_once: None };
+    let job_id = match executor::submit(ctx, submission).await {
+        Submitted::Queued(job_id) => job_id,
+        other => return submit::answered(pod, keys, &job, other),
     };
-    for key in &keys {
-        ctx.jobs.record_submitted(key.clone(), job_id, &description);
-    }
     let note = format!("submitted pod group {} ({size} pods) as Slurm job {job_id}, one node per pod", group.name);
     tracing::info!(job = job_id, group = %group.name, "{note}");
     let steps = chosen.iter().map(|member| {
