@@ -4,9 +4,9 @@
 //! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`] and [`course`] how,
 //! `act` turns that into the pass's [`Plan`], and the `executor` takes the plan's writes. A course
 //! whose writes depend on what Slurm answers reads what it needs, has the executor write, and
-//! decides on the answer (`submit_pod`, a gang's submission); a plan whose writes change what the
-//! pass observes (a job replaced) has the pass decide again at once, in a second round. Preemption
-//! still makes its own writes.
+//! decides on the answer (`submit_pod`, a gang's submission, a preemption round); a plan whose
+//! writes change what the pass observes (a job replaced) has the pass decide again at once, in a
+//! second round.
 //!
 //! The pod's placeholder job is the source of truth. No job yet: ask the policy and submit one.
 //! Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm put it.

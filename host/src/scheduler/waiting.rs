@@ -4,6 +4,7 @@
 
 use super::context::Context;
 use super::decide::waiting_in_slurm;
+use super::executor;
 use super::link;
 use super::mapping::{self, Mapped};
 use super::placeholder::Placeholder;
@@ -11,7 +12,7 @@ use super::placement::Verdict;
 use super::placement::exclusions;
 use super::placement::placement_checks::{Grounds, GroundsDigest};
 use super::placement::pod_rules::{self, PodPlacement};
-use super::preemption;
+use super::preemption::{self, Considered};
 use super::replace::replaced;
 use super::step::{Plan, Step};
 use super::watched_pod::WatchedPod;
@@ -42,7 +43,12 @@ pub async fn wait_in_slurm<'a>(
         return Ok(replaced(placeholder, note));
     }
     let in_line = excluded_nodes.step(placeholder);
-    let preemption = if pending { preemption::consider(pod, placeholder, ctx).await? } else { None };
+    let considered = if pending { preemption::consider(pod, placeholder, ctx).await } else { None };
+    let preemption = match considered {
+        None => None,
+        Some(Considered::Settled(outcome)) => Some(outcome),
+        Some(Considered::Chosen(round)) => Some(executor::preempt(ctx, pod, &round).await?),
+    };
     let waiting = waiting_in_slurm(&placeholder.job, preemption.as_ref());
     Ok(match in_line {
         Some(step) => waiting.after(step),

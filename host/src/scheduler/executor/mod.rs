@@ -4,13 +4,16 @@
 //! blindly.
 //!
 //! The pod's condition, its Events, its binding and deletion, what a gang's other members are told,
-//! the cancelling and replacing of its jobs, a waiting job's excluded nodes, and the submission of a
-//! pod's or a gang's job ([`submit`], whose answer `submit::answered` turns into the pod's plan) are
-//! written here. Still written where they are decided: preemption's evictions and cancellations
-//! (`preemption::execute`).
+//! the cancelling and replacing of its jobs and a waiting job's excluded nodes are written here, and
+//! so are the writes whose answer a course decides on: the submission of a pod's or a gang's job
+//! ([`submit`], whose answer `submit::answered` turns into the pod's plan) and a preemption round
+//! the policy chose ([`preempt`], whose outcome the pod's waiting condition says). No other part of
+//! a pass writes to Slurm or the API server.
 
+mod preempt;
 mod submit;
 
+pub use preempt::preempt;
 pub use submit::submit;
 
 use super::conditions::{WaitReason, says_already};

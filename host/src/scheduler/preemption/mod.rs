@@ -14,7 +14,6 @@
 //! an Event naming the job that preempted it.
 
 pub mod by_slurm;
-mod execute;
 pub mod in_flight;
 pub mod known_rules;
 mod offer;
@@ -38,7 +37,7 @@ use super::placement::exclusions;
 use super::pod_lookup;
 use super::pod_phase::leaving;
 use super::timing::{PREEMPTION_PATIENCE, PREEMPTOR_RECHECK};
-use crate::error::Error;
+use crate::policy::PreemptionDecision;
 use crate::policy::worlds::ChooseVictimsInput;
 use crate::slurm::{Job, JobState, expand_hostlist};
 use crate::tenancy;
@@ -50,30 +49,45 @@ use slurm_rules::Protection;
 /// priority waits first, and room made now would go to it.)
 const WAITING_FOR_RESOURCES: &str = "Resources";
 
-/// Asks the preemption policy to make room for a pod whose placeholder waits, and carries out its
-/// answer. `None` when preemption does not apply.
-pub async fn consider(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Option<Outcome>, Error> {
+/// A preemption round the policy chose: what it was offered, and its answer.
+pub struct Round {
+    pub input: ChooseVictimsInput,
+    pub decision: PreemptionDecision,
+}
+
+/// What considering preemption for a waiting pod came to.
+pub enum Considered {
+    /// Nothing is preempted now: why, for the pod's condition.
+    Settled(Outcome),
+    /// The policy chose victims: the executor carries the round out (`executor::preempt`).
+    Chosen(Box<Round>),
+}
+
+/// Asks the preemption policy whether to make room for a pod whose placeholder waits. `None` when
+/// preemption does not apply.
+pub async fn consider(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Option<Considered> {
+    let settled = |note: String| Some(Considered::Settled(Outcome::settled(note)));
     let job = &placeholder.job;
     if !ctx.preemption || job.state_reason != WAITING_FOR_RESOURCES || never_preempts(pod) {
-        return Ok(None);
+        return None;
     }
     let holding = ctx.jobs.holding();
     if let Some(busy) = ctx.preemptions.busy(job.job_id, &holding) {
-        return Ok(Some(Outcome { note: busy, look_again_soon: true }));
+        return Some(Considered::Settled(Outcome { note: busy, look_again_soon: true }));
     }
     // Fail closed: a decision on a stale view could kill a job that has already gone or moved.
     if ctx.jobs.unreachable(PREEMPTION_PATIENCE).is_some() {
-        return Ok(None);
+        return None;
     }
     let mut input = match offer_for(pod, placeholder, &holding, ctx) {
-        Offer::Unseen => return Ok(None),
+        Offer::Unseen => return None,
         Offer::NoRules(why) => {
             ctx.metrics.preemption(PreemptionResult::none);
-            return Ok(Outcome::settled(format!("preempting nothing: Slurm's preemption rules are not known ({why})")));
+            return settled(format!("preempting nothing: Slurm's preemption rules are not known ({why})"));
         }
         Offer::NoVictims(protected) => {
             ctx.metrics.preemption(PreemptionResult::none);
-            return Ok(Outcome::settled(no_victims(&protected)));
+            return settled(no_victims(&protected));
         }
         Offer::Input(input) => *input,
     };
@@ -89,15 +103,14 @@ pub async fn consider(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context
         Ok(decision) => decision,
         Err(error) => {
             ctx.metrics.preemption(PreemptionResult::error);
-            return Ok(Outcome::settled(format!("the preemption policy failed: {error}")));
+            return settled(format!("the preemption policy failed: {error}"));
         }
     };
     if decision.victims.is_empty() {
         ctx.metrics.preemption(PreemptionResult::none);
-        return Ok(Outcome::settled(format!("preempting nothing: {}", decision.reason)));
+        return settled(format!("preempting nothing: {}", decision.reason));
     }
-    let (note, look_again_soon) = execute::carry_out(pod, &input, &decision, ctx).await?;
-    Ok(Some(Outcome { note, look_again_soon }))
+    Some(Considered::Chosen(Box::new(Round { input, decision })))
 }
 
 /// Only a pod with a PriorityClass above zero preempts, unless it opts out as Kubernetes lets it

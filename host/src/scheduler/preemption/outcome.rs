@@ -9,7 +9,8 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub(super) fn settled(note: impl Into<String>) -> Option<Self> {
-        Some(Self { note: note.into(), look_again_soon: false })
+    /// Nothing is under way: the pod is looked at again as it would be.
+    pub(super) fn settled(note: String) -> Self {
+        Self { note, look_again_soon: false }
     }
 }

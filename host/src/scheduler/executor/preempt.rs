@@ -1,4 +1,4 @@
-//! Carries out a preemption decision: victims' pods are evicted (PodDisruptionBudgets honoured),
+//! Carries out a preemption round the policy chose (`preemption::consider`): victims' pods are evicted (PodDisruptionBudgets honoured),
 //! Slurm jobs are requeued or cancelled with the reason left on the job, and everyone involved hears
 //! why.
 //!
@@ -11,19 +11,16 @@ use kube::Api;
 use super::super::context::Context;
 use super::super::link::linked_pods;
 use super::super::metrics::PreemptionResult;
+use super::super::preemption::Round;
+use super::super::preemption::outcome::Outcome;
 use crate::error::Error;
-use crate::policy::worlds::ChooseVictimsInput;
-use crate::policy::{Candidate, PreemptMode, PreemptionDecision, Victim, WorkloadKind};
+use crate::policy::{Candidate, PreemptMode, Victim, WorkloadKind};
 use crate::slurm::{Job, JobUpdate};
 
-/// What happened, for the waiting pod's condition, and whether to look again soon (victims are on
-/// their way out, or a budget refused an eviction for now).
-pub async fn carry_out(
-    pod: &WatchedPod,
-    input: &ChooseVictimsInput,
-    decision: &PreemptionDecision,
-    ctx: &Context,
-) -> Result<(String, bool), Error> {
+/// Carries out `round` for the waiting `pod`: what happened, for its condition, looked at again soon
+/// (victims are on their way out, or a budget refused an eviction for now).
+pub async fn preempt(ctx: &Context, pod: &WatchedPod, round: &Round) -> Result<Outcome, Error> {
+    let Round { input, decision } = round;
     let chosen: Vec<(&Victim, &Candidate)> = decision
         .victims
         .iter()
@@ -44,7 +41,7 @@ pub async fn carry_out(
                     ctx.preemptions.record(input.preemptor.job_id.unwrap_or_default(), evicted.iter().copied());
                 }
                 // A budget allows evictions again as pods become ready: look again soon.
-                return Ok((note, true));
+                return Ok(Outcome { note, look_again_soon: true });
             }
             let note = format!("preempted by {by}: {}", decision.reason);
             ctx.writer.event(&victim_pod, true, "Preempted", "Preempt", note).await;
@@ -85,7 +82,7 @@ pub async fn carry_out(
     let note = format!("preempting {}: {}", named.join(", "), decision.reason);
     tracing::info!(pod = %preemptor.name, "{note}");
     ctx.writer.event(pod, false, "Preempting", "Preempt", note.clone()).await;
-    Ok((note, true))
+    Ok(Outcome { note, look_again_soon: true })
 }
 
 /// The job as the host last listed it, if it holds a node still.
