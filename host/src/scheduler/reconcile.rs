@@ -80,9 +80,9 @@ async fn round(pod: &WatchedPod, key: &PodKey, ctx: &Context) -> Result<Again, E
         let link = seal.open(&placeholder.job.comment, placeholder.job.user_id)?;
         Some(Step::WriteLink { placeholder, link })
     });
-    executor::take_all(ctx, pod, unlinked.chain(duplicates).collect()).await?;
+    let first = unlinked.chain(duplicates).collect();
     let plan = act(pod, key.clone(), decision.next, ctx).await?;
-    executor::execute(ctx, pod, plan).await
+    executor::execute(ctx, pod, plan.after_steps(first)).await
 }
 
 /// The job this host just queued for the pod, read alone once it had a moment to start: a listing of

@@ -1,6 +1,6 @@
 //! The writes a pass decides on, as values: what is said on the pod (and on the other members of its
 //! gang), what Slurm and the host's memory are told, and when the pod is looked at again. Every course
-//! of a pass returns a [`Plan`]; only `executor` carries one out, once per pass, so every decision can
+//! of a pass returns a [`Plan`]; only `executor` carries one out, once per round, so every decision can
 //! be checked in a table test without a cluster.
 //!
 //! A plan's steps are taken in order and the first that fails ends the pass (the pass is retried):
@@ -107,6 +107,12 @@ impl<'a> Plan<'a> {
     /// The plan after `first`, which is taken before its steps.
     pub fn after(mut self, first: Step<'a>) -> Self {
         self.steps.insert(0, first);
+        self
+    }
+
+    /// The plan after `first`, which are taken before its steps.
+    pub fn after_steps(mut self, first: Vec<Step<'a>>) -> Self {
+        self.steps.splice(0..0, first);
         self
     }
 

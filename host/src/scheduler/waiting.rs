@@ -11,10 +11,11 @@ use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::placement::exclusions;
 use super::placement::placement_checks::{Grounds, GroundsDigest};
-use super::placement::pod_rules::{self, PodPlacement};
+use super::placement::pod_rules::PodPlacement;
 use super::preemption::{self, Considered};
 use super::replace::replaced;
 use super::step::{Plan, Step};
+use super::submit::where_it_may_go;
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
 use crate::slurm::{Job, JobState, compress_hostlist};
@@ -97,10 +98,7 @@ async fn excluded_nodes(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Conte
     let Ok(Mapped::Job(request)) = mapping::ask(pod, ctx).await else {
         return Ok(ExcludedNodes::Unjudged);
     };
-    let Ok(verdict) = ctx.placement.verdict(pod.needs()) else {
-        return Ok(ExcludedNodes::Unjudged);
-    };
-    let PodPlacement::Verdict(verdict) = pod_rules::apply(verdict, pod, &ctx.pod_rules()) else {
+    let Ok(PodPlacement::Verdict(verdict)) = where_it_may_go(pod, ctx) else {
         return Ok(ExcludedNodes::Unjudged);
     };
     // The verdict names every Slurm node: only the decision, a host list, outlives this call.

@@ -33,7 +33,7 @@ pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<
 }
 
 /// Takes `steps` in order, the first that fails ending the pass.
-pub async fn take_all(ctx: &Context, pod: &WatchedPod, steps: Vec<Step<'_>>) -> Result<(), Error> {
+async fn take_all(ctx: &Context, pod: &WatchedPod, steps: Vec<Step<'_>>) -> Result<(), Error> {
     for step in steps {
         take(ctx, pod, step).await?;
     }
