@@ -1,6 +1,6 @@
-//! Carries out a preemption round the policy chose (`preemption::consider`): victims' pods are evicted (PodDisruptionBudgets honoured),
-//! Slurm jobs are requeued or cancelled with the reason left on the job, and everyone involved hears
-//! why.
+//! Carries out a preemption round the policy chose (`preemption::consider`): victims' pods are
+//! evicted (PodDisruptionBudgets honoured), Slurm jobs are requeued or cancelled with the reason left
+//! on the job, and everyone involved hears why.
 //!
 //! Pods go first: should a budget refuse an eviction, the round stops before any Slurm job is
 //! cancelled, since the waiting pod would not fit anyway.

@@ -1,7 +1,7 @@
 //! Carries out a submission: a pod's job with the pods waiting beside it, as an array's task, or
 //! alone (a gang's job, too), then as an immediate allocation first where the fast path applies and
-//! no burst is on, else as a queued job. What Slurm made of it is recorded in the job cache and answered as a [`Submitted`],
-//! from which `submit::answered` decides what the pod is told.
+//! no burst is on, else as a queued job. What Slurm made of it is recorded in the job cache and
+//! answered as a [`Submitted`], from which `submit::answered` decides what the pod is told.
 
 use super::super::batch::{TimedTurn, Turn};
 use super::super::context::Context;
