@@ -1,7 +1,11 @@
-//! A running placeholder: bind its pod where Slurm put it, unless the pod may not run there (a taint
-//! or label that appeared after the job was submitted, or a neighbour placed since that its pod-level
-//! rules refuse), in which case the job is replaced (`replace`). Every pod bound is assumed bound at once
+//! A running placeholder: where its pod goes, as observed ([`running`]: the Node hosting the job's
+//! Slurm node, whether a leaving pod still holds its room, whether the pod may run there at all), and
+//! the binding that follows from it, pure ([`binding`]). A pod that may not run where its job does (a
+//! taint or label that appeared after the job was submitted, or a neighbour placed since that its
+//! pod-level rules refuse) has its job replaced (`replace`). Every pod bound is assumed bound at once
 //! (`placement::assumed`), before the pod watch shows it.
+
+use std::borrow::Cow;
 
 use crate::scheduler::watched_pod::WatchedPod;
 use kube::ResourceExt;
@@ -10,12 +14,77 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::conditions::WaitReason;
 use super::context::Context;
+use super::gang;
 use super::node_room;
 use super::placeholder::Placeholder;
 use super::placement::pod_rules;
 use super::step::{Again, Plan, Step};
 use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
 use crate::slurm::{Job, expand_hostlist};
+
+/// What the pass observed of an unbound pod's running job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Running<'a> {
+    /// The pod may not run where the job does: why.
+    Misplaced(String),
+    /// Where the pod goes.
+    Placeable(Box<Placing<'a>>),
+}
+
+/// Where an unbound pod whose job runs goes, as observed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placing<'a> {
+    /// The job as the pod binds by it: for a gang member, naming the member's own node.
+    pub placeholder: Cow<'a, Placeholder>,
+    pub host: Host,
+    /// Whether pod-level rules concern the pod: they are judged again as it is assumed bound, since a
+    /// neighbour bound meanwhile may refuse the Node.
+    pub concern: bool,
+}
+
+/// The Kubernetes Node that hosts the job's Slurm node, as far as the pod can go there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Host {
+    /// That Node, with room for the pod.
+    Node(String),
+    /// That Node, whose room pod `leaving`, which is leaving it, still holds.
+    Held { node: String, leaving: String },
+    /// No bound slurmd pod is labelled with the job's Slurm node.
+    Unknown,
+    /// A gang's job that holds no node of this member's own: the wait's message.
+    NoneOfItsOwn(String),
+}
+
+/// What an unbound pod's running job means for it: whether it may run there, and where it goes.
+pub async fn running<'a>(pod: &WatchedPod, placeholder: &'a Placeholder, ctx: &Context) -> Running<'a> {
+    if let Some(why) = misplaced(pod, placeholder, ctx) {
+        return Running::Misplaced(why);
+    }
+    let own = match gang::own_node(pod, placeholder, ctx) {
+        Ok(own) => own,
+        Err(message) => {
+            let placeholder = Cow::Borrowed(placeholder);
+            let placing = Placing { placeholder, host: Host::NoneOfItsOwn(message), concern: false };
+            return Running::Placeable(Box::new(placing));
+        }
+    };
+    Running::Placeable(Box::new(placing(pod, own, ctx).await))
+}
+
+/// Where the pod goes on the nodes `placeholder`'s job holds.
+pub async fn placing<'a>(pod: &WatchedPod, placeholder: Cow<'a, Placeholder>, ctx: &Context) -> Placing<'a> {
+    let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
+    let host = match ctx.slurmd.kube_node_of(&placeholder.job.nodes) {
+        None => Host::Unknown,
+        Some(node) if may_wait => match room_held(pod, &node, ctx).await {
+            Some(leaving) => Host::Held { node, leaving },
+            None => Host::Node(node),
+        },
+        Some(node) => Host::Node(node),
+    };
+    let concern = matches!(host, Host::Node(_)) && pod_rules::concern(pod, &ctx.pod_rules());
+    Placing { placeholder, host, concern }
+}
 
 /// Why the pod may not run on the nodes its job holds, if it may not.
 pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
@@ -60,46 +129,31 @@ fn running_for(job: &Job) -> Option<u64> {
     job.start_time.get().filter(|start| *start > 0).map(|start| now.saturating_sub(start))
 }
 
-/// The binding of the pod where its job runs, once the Node can take it. The pod is assumed bound to
-/// the Node now; the executor forgets that should the binding fail.
-pub async fn bind(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Plan<'static> {
-    let node = ctx.slurmd.kube_node_of(&placeholder.job.nodes);
-    let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
-    let leaving = match &node {
-        Some(node) if may_wait => room_held(pod, node, ctx).await,
-        _ => None,
-    };
-    let uid = pod.uid().unwrap_or_default();
-    if let Some(kube_node) = node.as_deref().filter(|_| leaving.is_none()) {
-        if !pod_rules::concern(pod, &ctx.pod_rules()) {
-            ctx.assumed.assume(&uid, kube_node);
-        } else if let Some(why) = ctx.assumed.judge_then_assume(&uid, kube_node, || misplaced(pod, placeholder, ctx)) {
-            // A neighbour bound since the pass observed refuses the Node: the next pass replaces the job.
-            tracing::info!(pod = %placeholder.pod.name, %why, "not bound: a pod placed meanwhile refuses the node");
-            return Plan::look_again(Again::After(RETRY));
-        }
-    }
-    binding(placeholder, node, leaving)
-}
-
-/// The binding of a pod whose job runs: to `node`, the Kubernetes Node hosting the slurmd of the
-/// job's Slurm node (`None`: no slurmd pod is known to), unless pod `leaving` still holds its room.
-fn binding(placeholder: &Placeholder, node: Option<String>, leaving: Option<String>) -> Plan<'static> {
+/// The binding of a pod whose job runs, once the Node can take it: the pod is assumed bound to the
+/// Node first (the executor forgets that should the binding fail).
+pub fn binding(placing: Placing<'_>) -> Plan<'static> {
+    let Placing { placeholder, host, concern } = placing;
     let (slurm_node, job) = (placeholder.job.nodes.as_str(), placeholder.job.target());
-    let Some(node) = node else {
-        let message =
-            format!("Slurm job {job} runs on {slurm_node}, but no bound slurmd pod is labelled with that node");
-        return Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY));
+    let node = match host {
+        Host::Node(node) => node,
+        Host::Unknown => {
+            let message =
+                format!("Slurm job {job} runs on {slurm_node}, but no bound slurmd pod is labelled with that node");
+            return Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY));
+        }
+        Host::NoneOfItsOwn(message) => return Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY)),
+        Host::Held { node, leaving } => {
+            let message = format!(
+                "Slurm job {job} runs on {slurm_node}; Node {node} has no room for the pod until pod {leaving}, which is leaving it, is gone"
+            );
+            return Plan::wait(WaitReason::PreviousPodLeaving, message, Again::After(ROOM_RECHECK));
+        }
     };
-    if let Some(leaving) = leaving {
-        let message = format!(
-            "Slurm job {job} runs on {slurm_node}; Node {node} has no room for the pod until pod {leaving}, which is leaving it, is gone"
-        );
-        return Plan::wait(WaitReason::PreviousPodLeaving, message, Again::After(ROOM_RECHECK));
-    }
     let (namespace, name) = (&placeholder.pod.namespace, &placeholder.pod.name);
     let note = format!("Successfully assigned {namespace}/{name} to {node} (Slurm job {job} on {slurm_node})");
-    Plan { steps: vec![Step::Bind { node, note, allocated: None }], again: Again::OnChange }
+    let recheck = concern.then(|| Box::new(placeholder.into_owned()));
+    let assume = Step::Assume { node: node.clone(), recheck };
+    Plan { steps: vec![assume, Step::Bind { node, note, allocated: None }], again: Again::OnChange }
 }
 
 #[cfg(test)]
@@ -112,36 +166,47 @@ mod tests {
         let pod = PodKey { namespace: "ml".into(), name: "p".into(), uid: "u".into() };
         let job = Job { job_id: 7, job_state: vec!["RUNNING".into()], nodes: "s1".into(), ..Default::default() };
         let placeholder = Placeholder { pod, job };
-        let node = || Some("k1".to_string());
         let unhosted = "Slurm job 7 runs on s1, but no bound slurmd pod is labelled with that node";
         let held =
             "Slurm job 7 runs on s1; Node k1 has no room for the pod until pod old, which is leaving it, is gone";
         let bound = "Successfully assigned ml/p to k1 (Slurm job 7 on s1)";
+        let binds = |recheck| Plan {
+            steps: vec![
+                Step::Assume { node: "k1".into(), recheck },
+                Step::Bind { node: "k1".into(), note: bound.into(), allocated: None },
+            ],
+            again: Again::OnChange,
+        };
         let rows = [
             (
                 "no slurmd pod hosts its node: soon again",
-                None,
-                None,
+                Host::Unknown,
+                false,
                 Plan::wait(WaitReason::SlurmNodeUnknown, unhosted, Again::After(RETRY)),
             ),
             (
-                "a leaving pod holds its room",
-                node(),
-                Some("old".to_string()),
-                Plan::wait(WaitReason::PreviousPodLeaving, held, Again::After(ROOM_RECHECK)),
+                "a gang's job with no node of the member's own: soon again",
+                Host::NoneOfItsOwn("too few nodes".into()),
+                false,
+                Plan::wait(WaitReason::SlurmNodeUnknown, "too few nodes", Again::After(RETRY)),
             ),
             (
-                "bound",
-                node(),
-                None,
-                Plan {
-                    steps: vec![Step::Bind { node: "k1".into(), note: bound.into(), allocated: None }],
-                    again: Again::OnChange,
-                },
+                "a leaving pod holds its room",
+                Host::Held { node: "k1".into(), leaving: "old".into() },
+                false,
+                Plan::wait(WaitReason::PreviousPodLeaving, held, Again::After(ROOM_RECHECK)),
+            ),
+            ("bound", Host::Node("k1".into()), false, binds(None)),
+            (
+                "bound, its pod-level rules judged again as it is assumed bound",
+                Host::Node("k1".into()),
+                true,
+                binds(Some(Box::new(placeholder.clone()))),
             ),
         ];
-        for (name, node, leaving, expected) in rows {
-            assert_eq!(binding(&placeholder, node, leaving), expected, "{name}");
+        for (name, host, concern, expected) in rows {
+            let placing = Placing { placeholder: Cow::Borrowed(&placeholder), host, concern };
+            assert_eq!(binding(placing), expected, "{name}");
         }
     }
 }

@@ -1,13 +1,14 @@
 //! The scheduler's decision for one pod, pure: what was observed about the pod, its placeholder jobs
 //! and Slurm ([`Facts`]) -> a [`Decision`]: the duplicate jobs to cancel, and the one thing to do next
 //! ([`Next`]), and how that is carried out ([`course`]): the writes it takes, as a [`Plan`] for the
-//! executor, or the course that makes its plan as it goes (submitting, replacing, preempting: what
-//! Slurm answers chooses the next write; binding: the Node's room is read first). `reconcile`
-//! observes and carries the decision out; nothing here talks to Kubernetes or Slurm, so every path
+//! executor, or the course that makes its plan as it goes (submitting, preempting: what Slurm answers
+//! chooses the next write; a waiting job: its exclusions are judged first). `reconcile` observes and
+//! carries the decision out; nothing here talks to Kubernetes or Slurm, so every path
 //! has a table-driven test.
 
 use std::time::Duration;
 
+use super::bind::{self, Placing, Running};
 use super::conditions::{WaitReason, describe, pending_reason};
 use super::gang::group::Group;
 use super::held::{self, Hold, UidGrant};
@@ -50,8 +51,10 @@ pub struct Facts<'a> {
     pub quiet_for: Option<Duration>,
     /// The pod's group, when it is a gang member.
     pub group: Option<Group>,
-    /// Why the pod may not run where its running job is (a taint or label that came since).
-    pub misplaced: Option<String>,
+    /// What the pod's running job means for it: whether it may run there (a taint or label that came
+    /// since may refuse it), and where it goes. Observed only for an unbound pod whose first live job
+    /// runs.
+    pub running: Option<Running<'a>>,
     /// Whether Slurm's own preemption took the job: the Event's note, or how long to wait for the
     /// preemptor to show. Observed only where it matters (an ended job of an unbound pod, or the
     /// pending job of a bound one).
@@ -106,10 +109,8 @@ pub enum Next<'a> {
     DeleteEnded(String),
     /// The job runs where the pod may not: cancel it for one that excludes the node.
     Replace { placeholder: &'a Placeholder, why: String },
-    /// Bind the pod where its job runs.
-    Bind(&'a Placeholder),
-    /// Bind the members of the gang whose job runs.
-    BindGang(&'a Placeholder),
+    /// Bind the pod where its job runs (a gang member: on its own node of the job's).
+    Bind(Box<Placing<'a>>),
     /// Say what the job waits for in Slurm (and consider preemption for a pending one).
     WaitInSlurm(&'a Placeholder),
     /// Slurm holds the job until someone releases it: say why, as an error, and keep the job.
@@ -177,11 +178,10 @@ fn decide_one_job<'a>(facts: &Facts<'a>) -> Next<'a> {
                 None => "its Slurm job no longer exists".to_string(),
             })
         }
-        (Some(placeholder), None) => match (placeholder.job.state(), &facts.misplaced) {
-            (JobState::Running, Some(why)) => Next::Replace { placeholder, why: why.clone() },
-            (JobState::Running, None) if super::link::is_gang(&placeholder.job) => Next::BindGang(placeholder),
-            (JobState::Running, None) => Next::Bind(placeholder),
-            _ => match (facts.quiet_for, held::hold(&placeholder.job, facts.uid_grant.as_ref())) {
+        (Some(placeholder), None) => match &facts.running {
+            Some(Running::Misplaced(why)) => Next::Replace { placeholder, why: why.clone() },
+            Some(Running::Placeable(placing)) => Next::Bind(placing.clone()),
+            None => match (facts.quiet_for, held::hold(&placeholder.job, facts.uid_grant.as_ref())) {
                 (Some(wait), _) => Next::LookAgainIn(wait),
                 (None, Some(hold)) => Next::Held { placeholder, hold },
                 (None, None) => Next::WaitInSlurm(placeholder),
@@ -206,10 +206,6 @@ pub enum Course<'a> {
     Submit,
     /// Submit the group's one job once every member is there.
     SubmitGang(Group),
-    /// Bind the pod where its job runs.
-    Bind(&'a Placeholder),
-    /// Bind the members of the gang whose job runs.
-    BindGang(&'a Placeholder),
     /// Keep the pending job's exclusions in step and consider preemption, then say what it waits for
     /// ([`waiting_in_slurm`]).
     WaitInSlurm(&'a Placeholder),
@@ -263,8 +259,7 @@ pub fn course(next: Next<'_>) -> Course<'_> {
             );
             replace::replaced(placeholder, note)
         }
-        Next::Bind(placeholder) => return Course::Bind(placeholder),
-        Next::BindGang(placeholder) => return Course::BindGang(placeholder),
+        Next::Bind(placing) => bind::binding(*placing),
         Next::WaitInSlurm(placeholder) => return Course::WaitInSlurm(placeholder),
         // The job stays: released once its cause is fixed, it runs and the pod is bound.
         Next::Held { placeholder, hold } => {

@@ -1,10 +1,12 @@
 //! Every path through `decide`, one row each: the facts that differ from a quiet, listed cluster and
 //! the decision they lead to.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::*;
 use crate::scheduler::PodKey;
+use crate::scheduler::bind::Host;
 use crate::scheduler::preemption::by_slurm::TakenBySlurm;
 use crate::tenancy::{GivenUid, GrantName};
 use crate::vocabulary::GANG_LINK;
@@ -27,6 +29,11 @@ fn gang(job_id: u32, state: &str) -> Placeholder {
     gang
 }
 
+/// What a pass observes of `placeholder`'s running job when the pod may run on `node`.
+fn placeable<'a>(placeholder: &'a Placeholder, node: &str) -> Box<Placing<'a>> {
+    Box::new(Placing { placeholder: Cow::Borrowed(placeholder), host: Host::Node(node.into()), concern: false })
+}
+
 fn listed<'a>() -> Facts<'a> {
     Facts { jobs_listed: true, ..Default::default() }
 }
@@ -40,6 +47,9 @@ fn every_path_through_decide() {
     let pending = [placeholder(7, "PENDING")];
     let running = [placeholder(7, "RUNNING")];
     let gang_running = [gang(9, "RUNNING")];
+    let mut on_s2 = gang(9, "RUNNING");
+    on_s2.job.nodes = "s2".into();
+    let own_node = Box::new(Placing { placeholder: Cow::Owned(on_s2), host: Host::Node("k2".into()), concern: false });
     let two = [placeholder(7, "RUNNING"), placeholder(8, "PENDING")];
     let failed = [placeholder(5, "FAILED")];
     let cancelled = [placeholder(5, "CANCELLED")];
@@ -124,8 +134,13 @@ fn every_path_through_decide() {
         ),
         (
             "its job was queued moments ago and runs already: bind",
-            Facts { live: &running, quiet_for: Some(Duration::from_millis(400)), ..listed() },
-            Next::Bind(&running[0]),
+            Facts {
+                live: &running,
+                quiet_for: Some(Duration::from_millis(400)),
+                running: Some(Running::Placeable(placeable(&running[0], "k1"))),
+                ..listed()
+            },
+            Next::Bind(placeable(&running[0], "k1")),
         ),
         (
             "its job is held: an error, the job kept",
@@ -137,15 +152,19 @@ fn every_path_through_decide() {
             Facts { live: &unknown_user, uid_grant: Some(uid_grant.clone()), ..listed() },
             Next::Held { placeholder: &unknown_user[0], hold: Hold::UnknownUser(Some(uid_grant)) },
         ),
-        ("its job runs: bind", Facts { live: &running, ..listed() }, Next::Bind(&running[0])),
         (
-            "a gang's job runs: bind the gang",
-            Facts { live: &gang_running, ..listed() },
-            Next::BindGang(&gang_running[0]),
+            "its job runs: bind",
+            Facts { live: &running, running: Some(Running::Placeable(placeable(&running[0], "k1"))), ..listed() },
+            Next::Bind(placeable(&running[0], "k1")),
+        ),
+        (
+            "a gang's job runs: bind the member on its own node",
+            Facts { live: &gang_running, running: Some(Running::Placeable(own_node.clone())), ..listed() },
+            Next::Bind(own_node.clone()),
         ),
         (
             "its job runs where the pod may not: replace it",
-            Facts { live: &running, misplaced: Some("n1: tainted".into()), ..listed() },
+            Facts { live: &running, running: Some(Running::Misplaced("n1: tainted".into())), ..listed() },
             Next::Replace { placeholder: &running[0], why: "n1: tainted".into() },
         ),
         (
@@ -176,8 +195,8 @@ fn every_path_through_decide() {
     for (name, facts, expected) in rows {
         assert_eq!(decide(&facts), Decision::only(expected), "{name}");
     }
-    let two_live = Facts { live: &two, ..listed() };
-    let expected = Decision { duplicates: &two[1..], next: Next::Bind(&two[0]) };
+    let two_live = Facts { live: &two, running: Some(Running::Placeable(placeable(&two[0], "k1"))), ..listed() };
+    let expected = Decision { duplicates: &two[1..], next: Next::Bind(placeable(&two[0], "k1")) };
     assert_eq!(decide(&two_live), expected, "two live jobs: the younger is cancelled, the older bound");
 }
 
@@ -196,6 +215,9 @@ fn every_next_decided_to_the_write_is_a_plan() {
     let delete_ended = "deleting the pod: Slurm job 5 (CANCELLED) ended";
     let requeued = "deleting the pod: Slurm job 7 was requeued and no longer holds node n1";
     let preempted = "deleting the pod: job 12 preempted its Slurm job 7 on n1";
+    let bound = "Successfully assigned ml/p to k1 (Slurm job 7 on s1)";
+    let mut on_s1 = placeholder(7, "RUNNING");
+    on_s1.job.nodes = "s1".into();
     let replaced = |placeholder: &'static str| {
         format!("Slurm job {placeholder} was given n1: tainted; cancelled it, and a new job will exclude that node")
     };
@@ -277,6 +299,14 @@ fn every_next_decided_to_the_write_is_a_plan() {
             },
         ),
         (
+            "its job runs: assumed bound, then bound",
+            Next::Bind(placeable(&on_s1, "k1")),
+            on_change(vec![
+                Step::Assume { node: "k1".into(), recheck: None },
+                Step::Bind { node: "k1".into(), note: bound.into(), allocated: None },
+            ]),
+        ),
+        (
             "requeued under a bound pod: said, the job cancelled, the pod deleted",
             Next::DeleteRequeued { placeholder: &pending[0], node: "n1" },
             on_change(vec![
@@ -300,7 +330,6 @@ fn every_next_decided_to_the_write_is_a_plan() {
     for (name, next, expected) in rows {
         assert_eq!(course(next), Course::Plan(expected), "{name}");
     }
-    assert_eq!(course(Next::Bind(&running[0])), Course::Bind(&running[0]));
 }
 
 #[test]

@@ -13,6 +13,7 @@
 //! Over: delete the pod. Pod leaving: cancel the job. Everything is re-derived from the pod and the
 //! job cache, so a restart at any point resumes where it stopped.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::scheduler::watched_pod::WatchedPod;
@@ -67,7 +68,7 @@ async fn round(pod: &WatchedPod, key: &PodKey, ctx: &Context) -> Result<Again, E
     // ends the pod.
     let ended: Vec<_> =
         ended.into_iter().filter(|p| !link::is_replaced(&p.job) && !link::is_failed_attempt(&p.job)).collect();
-    let facts = observe(pod, key, &live, &ended, bound_to.as_deref(), ctx);
+    let facts = observe(pod, key, &live, &ended, bound_to.as_deref(), ctx).await;
     let decision = decide(&facts);
     // Marked as replaced first: should the kept job be gone by the next listing, the duplicate's end
     // must not read as the end of the pod.
@@ -102,7 +103,7 @@ async fn read_queued(key: &PodKey, ctx: &Context) {
 }
 
 /// What the pass knows: the pod, its jobs (`live`, `ended`), and what Slurm and the host have seen.
-fn observe<'a>(
+async fn observe<'a>(
     pod: &WatchedPod,
     key: &PodKey,
     live: &'a [Placeholder],
@@ -111,7 +112,10 @@ fn observe<'a>(
     ctx: &Context,
 ) -> Facts<'a> {
     let first = live.first();
-    let running_unbound = bound_to.is_none() && first.is_some_and(|p| p.job.state() == JobState::Running);
+    let running = match first.filter(|p| bound_to.is_none() && p.job.state() == JobState::Running) {
+        Some(placeholder) => Some(bind::running(pod, placeholder, ctx).await),
+        None => None,
+    };
     // Asked only where the decision reads it: it starts the patience of a preemptor not seen yet.
     let taken_by_slurm = match (first, bound_to) {
         (None, _) => ended.last().and_then(|p| preemption::taken_by_slurm(pod, &p.job, ctx)),
@@ -139,7 +143,7 @@ fn observe<'a>(
         refused_for: ctx.jobs.refused_for(&key.uid, RECHECK),
         quiet_for: ctx.jobs.quiet_for(&key.uid, ctx.quiet_after_queueing),
         group: gang::group_of(pod),
-        misplaced: first.filter(|_| running_unbound).and_then(|p| bind::misplaced(pod, p, ctx)),
+        running,
         taken_by_slurm,
         uid_grant,
     }
@@ -151,11 +155,6 @@ async fn act<'a>(pod: &WatchedPod, key: PodKey, next: Next<'a>, ctx: &Context) -
         Course::Plan(plan) => plan,
         Course::Submit => submit_pod(pod, key, ctx).await?,
         Course::SubmitGang(group) => gang::submit(pod, &group, ctx).await?,
-        Course::Bind(placeholder) => bind::bind(pod, placeholder, ctx).await,
-        Course::BindGang(placeholder) => match gang::own_node(pod, placeholder, ctx) {
-            Ok(on_own_node) => bind::bind(pod, &on_own_node, ctx).await,
-            Err(plan) => plan,
-        },
         Course::WaitInSlurm(placeholder) => waiting::wait_in_slurm(pod, placeholder, ctx).await?,
     })
 }
@@ -169,7 +168,9 @@ async fn submit_pod(pod: &WatchedPod, key: PodKey, ctx: &Context) -> Result<Plan
     };
     match executor::submit(ctx, submission).await {
         Submitted::Allocated(placeholder) => {
-            Ok(submit::allocated(bind::bind(pod, &placeholder, ctx).await, placeholder.job.job_id))
+            let job_id = placeholder.job.job_id;
+            let placing = bind::placing(pod, Cow::Owned(*placeholder), ctx).await;
+            Ok(submit::allocated(bind::binding(placing), job_id))
         }
         submitted => submit::answered(pod, vec![key], "the job", submitted),
     }

@@ -51,6 +51,11 @@ pub enum Step<'a> {
     /// Remember that a submission for these pods got no answer: nothing is submitted for them until a
     /// listing shows whether Slurm made the job.
     RecordInDoubt(Vec<PodKey>),
+    /// Assume the pod bound to Kubernetes Node `node` (`placement::assumed`) before it is. `recheck`:
+    /// the job it binds by, whose Node its pod-level rules judge again first, as one step with the
+    /// assumption: a neighbour assumed bound since the pass observed may refuse the Node, and then
+    /// nothing more of the plan is taken and the pod is looked at again shortly.
+    Assume { node: String, recheck: Option<Box<Placeholder>> },
     /// Bind the pod to Kubernetes Node `node`; once it is bound (not by an earlier pass), the time it
     /// waited is counted and its Event says `note`. `allocated`: the note of a `SlurmJobAllocated`
     /// Event written while the binding is made (a round trip before it would delay the binding).

@@ -16,31 +16,36 @@ mod submit;
 pub use preempt::preempt;
 pub use submit::submit;
 
+use super::bind;
 use super::conditions::{WaitReason, says_already};
 use super::context::Context;
 use super::link;
 use super::placeholder::Placeholder;
 use super::placement::placement_checks::GroundsDigest;
 use super::step::{Again, Plan, Step};
+use super::timing::RETRY;
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
 use crate::slurm::{JobState, JobUpdate, Slurm, SlurmError};
 
 /// Takes the plan's steps, and says when to look again.
 pub async fn execute(ctx: &Context, pod: &WatchedPod, plan: Plan<'_>) -> Result<Again, Error> {
-    take_all(ctx, pod, plan.steps).await?;
-    Ok(plan.again)
+    Ok(take_all(ctx, pod, plan.steps).await?.unwrap_or(plan.again))
 }
 
-/// Takes `steps` in order, the first that fails ending the pass.
-async fn take_all(ctx: &Context, pod: &WatchedPod, steps: Vec<Step<'_>>) -> Result<(), Error> {
+/// Takes `steps` in order, the first that fails ending the pass, and one that stops the plan ending
+/// it with when to look again.
+async fn take_all(ctx: &Context, pod: &WatchedPod, steps: Vec<Step<'_>>) -> Result<Option<Again>, Error> {
     for step in steps {
-        take(ctx, pod, step).await?;
+        if let Some(again) = take(ctx, pod, step).await? {
+            return Ok(Some(again));
+        }
     }
-    Ok(())
+    Ok(None)
 }
 
-async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Error> {
+/// Takes one step; `Some` when the plan stops there, with when to look again.
+async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<Option<Again>, Error> {
     match step {
         Step::Wait { reason, message } => say_waiting(ctx, pod, reason, &message).await?,
         Step::Failing { reason, message, event } => {
@@ -64,8 +69,11 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
         }
         Step::RecordRefusal(keys) => keys.iter().for_each(|key| ctx.jobs.record_refusal(&key.uid)),
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
+        Step::Assume { node, recheck } => return Ok(assume(ctx, pod, &node, recheck.as_deref())),
         Step::Bind { node, note, allocated } => bind_to(ctx, pod, &node, note, allocated).await?,
-        Step::OnPod { pod: other, steps } => Box::pin(take_all(ctx, &other, steps)).await?,
+        Step::OnPod { pod: other, steps } => {
+            Box::pin(take_all(ctx, &other, steps)).await?;
+        }
         Step::DecideAgain(pods) => {
             for other in pods {
                 let _ = ctx.decide_again.unbounded_send(other);
@@ -73,7 +81,22 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<(), Err
         }
         Step::DeletePod => ctx.writer.delete(pod).await?,
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Assumes the pod bound to `node`; with `recheck`, only if its pod-level rules still let it run
+/// where that job does. The judgement reads what other passes assumed, so it is made here, under the
+/// same lock as the assumption: two pods whose rules refuse each other are never both assumed onto
+/// one Node. Refused: the next pass, observing the neighbour, replaces the job.
+fn assume(ctx: &Context, pod: &WatchedPod, node: &str, recheck: Option<&Placeholder>) -> Option<Again> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let Some(placeholder) = recheck else {
+        ctx.assumed.assume(uid, node);
+        return None;
+    };
+    let why = ctx.assumed.judge_then_assume(uid, node, || bind::misplaced(pod, placeholder, ctx))?;
+    tracing::info!(pod = %placeholder.pod.name, %why, "not bound: a pod placed meanwhile refuses the node");
+    Some(Again::After(RETRY))
 }
 
 async fn bind_to(

@@ -129,12 +129,12 @@ fn on_member(pod: &WatchedPod, member: &Arc<WatchedPod>, plan: Plan<'static>) ->
 }
 
 /// The member's own node of the running gang job: the job as this member binds by it, naming that one
-/// node (the job as it is when it links no members), or what the member says when it has none.
+/// node (the job as it is when it links no members), or why the member has none.
 pub fn own_node<'a>(
     pod: &WatchedPod,
     placeholder: &'a Placeholder,
     ctx: &Context,
-) -> Result<Cow<'a, Placeholder>, Plan<'static>> {
+) -> Result<Cow<'a, Placeholder>, String> {
     let Some(link) = GangLink::parse(&placeholder.job.admin_comment) else {
         return Ok(Cow::Borrowed(placeholder));
     };
@@ -160,7 +160,7 @@ pub fn own_node<'a>(
             uids.len(),
             link.group
         );
-        return Err(Plan::wait(WaitReason::SlurmNodeUnknown, message, Again::After(RETRY)));
+        return Err(message);
     };
     Ok(Cow::Owned(Placeholder {
         pod: placeholder.pod.clone(),
