@@ -52,8 +52,8 @@ pub struct Facts<'a> {
     /// The pod's group, when it is a gang member.
     pub group: Option<Group>,
     /// What the pod's running job means for it: whether it may run there (a taint or label that came
-    /// since may refuse it), and where it goes. Observed only for an unbound pod whose first live job
-    /// runs.
+    /// since may refuse it), and where it goes. Observed only for an unbound pod, not leaving, whose
+    /// first live job runs.
     pub running: Option<Running<'a>>,
     /// Whether Slurm's own preemption took the job: the Event's note, or how long to wait for the
     /// preemptor to show. Observed only where it matters (an ended job of an unbound pod, or the
@@ -206,8 +206,8 @@ pub enum Course<'a> {
     Submit,
     /// Submit the group's one job once every member is there.
     SubmitGang(Group),
-    /// Keep the pending job's exclusions in step and consider preemption, then say what it waits for
-    /// ([`waiting_in_slurm`]).
+    /// Observe the waiting job's exclusions and what the preemption policy chooses for it, then take
+    /// the plan that follows (`waiting::plan`).
     WaitInSlurm(&'a Placeholder),
 }
 

@@ -1,12 +1,14 @@
 //! One pass over one pod: make Slurm and Kubernetes agree about it, as observe -> decide -> act.
 //!
 //! `observe` gathers the [`Facts`] (the pod, its placeholder jobs from the job cache, what Slurm and
-//! the host have seen), [`decide`] (pure, in `decide.rs`) says what comes [`Next`] and [`course`] how,
-//! `act` turns that into the pass's [`Plan`], and the `executor` takes the plan's writes. A course
-//! whose writes depend on what Slurm answers reads what it needs, has the executor write, and
-//! decides on the answer (`submit_pod`, a gang's submission, a preemption round); a plan whose
-//! writes change what the pass observes (a job replaced) has the pass decide again at once, in a
-//! second round.
+//! the host have seen, where a running job's pod goes), [`decide`] (pure, in `decide.rs`) says what
+//! comes [`Next`] and [`course`] how, `act` turns that into the pass's [`Plan`], and the `executor`
+//! takes the plan's writes. Two courses look further first, at what only they need: a job waiting
+//! in Slurm (its exclusions, the preemption policy's choice: `waiting`) and a submission (the
+//! job-mapper, placement). A submission is the one write whose answer chooses the next: its course
+//! has the executor submit and decides on the answer (`submit_pod`, a gang's submission). A plan
+//! whose writes change what the pass observes (a job replaced) has the pass decide again at once, in
+//! a second round.
 //!
 //! The pod's placeholder job is the source of truth. No job yet: ask the policy and submit one.
 //! Pending: say so on the pod (held by Slurm: as an error). Running: bind the pod where Slurm put it.
@@ -112,18 +114,23 @@ async fn observe<'a>(
     ctx: &Context,
 ) -> Facts<'a> {
     let first = live.first();
-    let running = match first.filter(|p| bound_to.is_none() && p.job.state() == JobState::Running) {
+    let leaving = leaving(pod);
+    // Observed only where the decision reads it: a leaving pod is not bound.
+    let running_unbound =
+        first.filter(|p| bound_to.is_none() && leaving.is_none() && p.job.state() == JobState::Running);
+    let running = match running_unbound {
         Some(placeholder) => Some(bind::running(pod, placeholder, ctx).await),
         None => None,
     };
     // Asked only where the decision reads it: it starts the patience of a preemptor not seen yet.
-    let taken_by_slurm = match (first, bound_to) {
-        (None, _) => ended.last().and_then(|p| preemption::taken_by_slurm(pod, &p.job, ctx)),
-        (Some(p), Some(_)) if p.job.state() == JobState::Pending => preemption::taken_by_slurm(pod, &p.job, ctx),
+    let maybe_taken = match (first, bound_to) {
+        (None, _) => ended.last(),
+        (Some(p), Some(_)) if p.job.state() == JobState::Pending => Some(p),
         _ => None,
     };
+    let taken_by_slurm = maybe_taken.and_then(|p| preemption::taken_by_slurm(pod, &p.job, ctx));
     // A finished member is not a deleted one: its gang's job goes on for the others.
-    let finished = pod.metadata.deletion_timestamp.is_none() && leaving(pod).is_some();
+    let finished = pod.metadata.deletion_timestamp.is_none() && leaving.is_some();
     let members_still_run = first
         .filter(|p| finished && p.job.state() == JobState::Running && link::is_gang(&p.job))
         .is_some_and(|p| gang::others_still_run(p, ctx));
@@ -131,7 +138,7 @@ async fn observe<'a>(
         .filter(|p| bound_to.is_none() && held::is_held(&p.job))
         .and_then(|p| ctx.grants.giving(&key.namespace, p.job.user_id?));
     Facts {
-        leaving: leaving(pod),
+        leaving,
         bound_to,
         slurm_unreachable: ctx.jobs.unreachable(SLURM_PATIENCE),
         jobs_listed: ctx.jobs.is_listed(),
@@ -155,7 +162,7 @@ async fn act<'a>(pod: &WatchedPod, key: PodKey, next: Next<'a>, ctx: &Context) -
         Course::Plan(plan) => plan,
         Course::Submit => submit_pod(pod, key, ctx).await?,
         Course::SubmitGang(group) => gang::submit(pod, &group, ctx).await?,
-        Course::WaitInSlurm(placeholder) => waiting::wait_in_slurm(pod, placeholder, ctx).await?,
+        Course::WaitInSlurm(placeholder) => waiting::plan(placeholder, waiting::observe(pod, placeholder, ctx).await?),
     })
 }
 

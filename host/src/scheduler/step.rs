@@ -16,7 +16,9 @@ use super::conditions::WaitReason;
 use super::link::PodKey;
 use super::placeholder::Placeholder;
 use super::placement::placement_checks::GroundsDigest;
+use super::preemption::Round;
 use super::watched_pod::WatchedPod;
+use crate::slurm::Job;
 
 /// One write of a pass.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +62,10 @@ pub enum Step<'a> {
     /// waited is counted and its Event says `note`. `allocated`: the note of a `SlurmJobAllocated`
     /// Event written while the binding is made (a round trip before it would delay the binding).
     Bind { node: String, note: String, allocated: Option<String> },
+    /// Carry out the preemption round the policy chose for the pod's waiting `job`, then say what the
+    /// job waits for and what the round did (`decide::waiting_in_slurm`); the plan ends there, looked
+    /// at again as that says.
+    Preempt { round: Box<Round>, job: &'a Job },
     /// Take `steps` on another pod: a gang member this pod's pass speaks for.
     OnPod { pod: Arc<WatchedPod>, steps: Vec<Step<'static>> },
     /// Have these pods decide again now, not at their next look (the members of a gang whose wait

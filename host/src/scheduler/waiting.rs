@@ -1,10 +1,10 @@
-//! A pod whose job waits in Slurm: keep the job's exclusions in step with the pod's placement rules
-//! (a Node tainted, labelled or added since it was submitted), consider preemption for it, and say on
-//! the pod what it waits for.
+//! A pod whose job waits in Slurm: what the pass observes of it ([`observe`]: the job's exclusions
+//! against the pod's placement rules, a Node tainted, labelled or added since it was submitted, and
+//! what the preemption policy chose for it), and the plan that follows ([`plan`], pure): the
+//! exclusions kept in line, the preemption round carried out, and what the pod says it waits for.
 
 use super::context::Context;
 use super::decide::waiting_in_slurm;
-use super::executor;
 use super::link;
 use super::mapping::{self, Mapped};
 use super::placeholder::Placeholder;
@@ -14,26 +14,44 @@ use super::placement::placement_checks::{Grounds, GroundsDigest};
 use super::placement::pod_rules::PodPlacement;
 use super::preemption::{self, Considered};
 use super::replace::replaced;
-use super::step::{Plan, Step};
+use super::step::{Again, Plan, Step};
 use super::submit::where_it_may_go;
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
 use crate::slurm::{Job, JobState, compress_hostlist};
 
-/// A job not yet running: keep its exclusions in step with the pod's placement rules, consider
-/// preemption for it, and say on the pod what it waits for.
-pub async fn wait_in_slurm<'a>(
-    pod: &WatchedPod,
-    placeholder: &'a Placeholder,
-    ctx: &Context,
-) -> Result<Plan<'a>, Error> {
+/// What a pass observes of its pod's job that does not run yet.
+#[derive(Debug, PartialEq)]
+pub struct Waiting {
+    /// What the job's excluded nodes need against the pod's placement rules as they are now.
+    pub excluded_nodes: ExcludedNodes,
+    /// What considering preemption for the job came to; `None` where it does not apply (a job not
+    /// pending, or one that needs a job of its own first).
+    pub preemption: Option<Considered>,
+}
+
+/// Observes what a job not yet running needs: its exclusions judged against the pod's placement
+/// rules (a gang's are fixed at submission: its members may differ), and preemption considered for
+/// a pending one (the policy asked).
+pub async fn observe(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Result<Waiting, Error> {
     let pending = placeholder.job.state() == JobState::Pending;
-    // A gang's exclusions are fixed at submission (its members may differ).
     let excluded_nodes = if pending && !link::is_gang(&placeholder.job) {
         excluded_nodes(pod, placeholder, ctx).await?
     } else {
         ExcludedNodes::Unjudged
     };
+    let preemption = match pending && excluded_nodes != ExcludedNodes::NeedsOwnJob {
+        true => preemption::consider(pod, placeholder, ctx).await,
+        false => None,
+    };
+    Ok(Waiting { excluded_nodes, preemption })
+}
+
+/// What a pass does for a job waiting in Slurm, as observed: keep its exclusions in line (or replace
+/// it, when only a job of its own can carry them), carry out the preemption round the policy chose,
+/// and say on the pod what the job waits for.
+pub fn plan(placeholder: &Placeholder, waiting: Waiting) -> Plan<'_> {
+    let Waiting { excluded_nodes, preemption } = waiting;
     if excluded_nodes == ExcludedNodes::NeedsOwnJob {
         let note = format!(
             "the pod's placement rules changed, and Slurm job {} waits in its job array's record, whose \
@@ -41,20 +59,20 @@ pub async fn wait_in_slurm<'a>(
              carry them",
             placeholder.job.target()
         );
-        return Ok(replaced(placeholder, note));
+        return replaced(placeholder, note);
     }
     let in_line = excluded_nodes.step(placeholder);
-    let considered = if pending { preemption::consider(pod, placeholder, ctx).await } else { None };
-    let preemption = match considered {
-        None => None,
-        Some(Considered::Settled(outcome)) => Some(outcome),
-        Some(Considered::Chosen(round)) => Some(executor::preempt(ctx, pod, &round).await?),
+    let job = &placeholder.job;
+    let waiting = match preemption {
+        // What the pod then says depends on what the round did: the step says it, and ends the plan.
+        Some(Considered::Chosen(round)) => Plan { steps: vec![Step::Preempt { round, job }], again: Again::OnChange },
+        Some(Considered::Settled(outcome)) => waiting_in_slurm(job, Some(&outcome)),
+        None => waiting_in_slurm(job, None),
     };
-    let waiting = waiting_in_slurm(&placeholder.job, preemption.as_ref());
-    Ok(match in_line {
+    match in_line {
         Some(step) => waiting.after(step),
         None => waiting,
-    })
+    }
 }
 
 /// What a pending job's excluded nodes need, against the pod's placement rules as they are now (a
@@ -122,7 +140,77 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     use super::*;
+    use crate::policy::worlds::ChooseVictimsInput;
+    use crate::policy::{PreemptionDecision, Preemptor, WorkloadKind};
+    use crate::scheduler::link::PodKey;
+    use crate::scheduler::preemption::Round;
+    use crate::scheduler::preemption::outcome::Outcome;
     use crate::slurm::NoValue;
+
+    #[test]
+    fn a_waiting_job_is_kept_in_line_preempted_for_and_said() {
+        let pod = PodKey { namespace: "ml".into(), name: "p".into(), uid: "u".into() };
+        let job = Job {
+            job_id: 7,
+            job_state: vec!["PENDING".into()],
+            state_reason: "Resources".into(),
+            ..Default::default()
+        };
+        let placeholder = Placeholder { pod, job };
+        let job = &placeholder.job;
+        let grounds = Grounds::of(&WatchedPod::default(), job, 1, 0).digest();
+        let checked = Step::PlacementChecked { placeholder: &placeholder, grounds };
+        let excluded = vec!["n2".to_string()];
+        let update = Step::UpdateExcludedNodes { placeholder: &placeholder, excluded: excluded.clone(), grounds };
+        let settled = || Outcome { note: "preempting nothing: no victims".into(), look_again_soon: false };
+        let preemptor = Preemptor {
+            kind: WorkloadKind::Pod,
+            name: "ml/p".into(),
+            job_id: Some(7),
+            priority: 100,
+            partition: "pods".into(),
+            node_count: 1,
+            cpus: 1,
+            memory_mib: 64,
+            gpus: 0,
+        };
+        let round = Box::new(Round {
+            input: ChooseVictimsInput { preemptor, nodes: vec![], candidates: vec![] },
+            decision: PreemptionDecision { victims: vec![], reason: "room for p".into() },
+        });
+        let own_job_note = "the pod's placement rules changed, and Slurm job 7 waits in its job array's record, \
+            whose excluded nodes every task of the array shares; cancelled it, and a new job of the pod's own \
+            will carry them";
+        let rows = [
+            (
+                "in line, nothing to preempt: said",
+                ExcludedNodes::InLine(grounds),
+                None,
+                waiting_in_slurm(job, None).after(checked.clone()),
+            ),
+            (
+                "exclusions updated, preemption settled: said with why",
+                ExcludedNodes::Update { excluded, grounds },
+                Some(Considered::Settled(settled())),
+                waiting_in_slurm(job, Some(&settled())).after(update),
+            ),
+            (
+                "the policy chose victims: the round, which says the wait",
+                ExcludedNodes::Unjudged,
+                Some(Considered::Chosen(round.clone())),
+                Plan { steps: vec![Step::Preempt { round, job }], again: Again::OnChange },
+            ),
+            (
+                "exclusions only a job of its own can carry: replaced",
+                ExcludedNodes::NeedsOwnJob,
+                None,
+                replaced(&placeholder, own_job_note.into()),
+            ),
+        ];
+        for (name, excluded_nodes, preemption, expected) in rows {
+            assert_eq!(plan(&placeholder, Waiting { excluded_nodes, preemption }), expected, "{name}");
+        }
+    }
 
     #[test]
     fn a_waiting_job_is_brought_in_line_with_the_placement_rules() {

@@ -4,21 +4,20 @@
 //! blindly.
 //!
 //! The pod's condition, its Events, its binding and deletion, what a gang's other members are told,
-//! the cancelling and replacing of its jobs and a waiting job's excluded nodes are written here, and
-//! so are the writes whose answer a course decides on: the submission of a pod's or a gang's job
-//! ([`submit`], whose answer `submit::answered` turns into the pod's plan) and a preemption round
-//! the policy chose ([`preempt`], whose outcome the pod's waiting condition says). No other part of
-//! a pass writes to Slurm or the API server.
+//! the cancelling and replacing of its jobs, a waiting job's excluded nodes and the preemption rounds
+//! made for it (`preempt`) are written here, and so is the one write whose answer a course decides
+//! on: the submission of a pod's or a gang's job ([`submit`], whose answer `submit::answered` turns
+//! into the pod's plan). No other part of a pass writes to Slurm or the API server.
 
 mod preempt;
 mod submit;
 
-pub use preempt::preempt;
 pub use submit::submit;
 
 use super::bind;
 use super::conditions::{WaitReason, says_already};
 use super::context::Context;
+use super::decide::waiting_in_slurm;
 use super::link;
 use super::placeholder::Placeholder;
 use super::placement::placement_checks::GroundsDigest;
@@ -71,6 +70,12 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<Option<
         Step::RecordInDoubt(keys) => keys.iter().for_each(|key| ctx.jobs.record_in_doubt(&key.uid)),
         Step::Assume { node, recheck } => return Ok(assume(ctx, pod, &node, recheck.as_deref())),
         Step::Bind { node, note, allocated } => bind_to(ctx, pod, &node, note, allocated).await?,
+        Step::Preempt { round, job } => {
+            let outcome = preempt::preempt(ctx, pod, &round).await?;
+            let said = waiting_in_slurm(job, Some(&outcome));
+            Box::pin(take_all(ctx, pod, said.steps)).await?;
+            return Ok(Some(said.again));
+        }
         Step::OnPod { pod: other, steps } => {
             Box::pin(take_all(ctx, &other, steps)).await?;
         }

@@ -50,16 +50,18 @@ use slurm_rules::Protection;
 const WAITING_FOR_RESOURCES: &str = "Resources";
 
 /// A preemption round the policy chose: what it was offered, and its answer.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Round {
     pub input: ChooseVictimsInput,
     pub decision: PreemptionDecision,
 }
 
 /// What considering preemption for a waiting pod came to.
+#[derive(Debug, PartialEq)]
 pub enum Considered {
     /// Nothing is preempted now: why, for the pod's condition.
     Settled(Outcome),
-    /// The policy chose victims: the executor carries the round out (`executor::preempt`).
+    /// The policy chose victims: the pass carries the round out (`Step::Preempt`).
     Chosen(Box<Round>),
 }
 

@@ -1,6 +1,7 @@
 //! What a preemption pass tells the waiting pod.
 
 /// What a preemption pass did, for the waiting pod's condition.
+#[derive(Debug, PartialEq)]
 pub struct Outcome {
     pub note: String,
     /// Look again soon, not at the next routine pass: victims are on their way out, or a disruption
