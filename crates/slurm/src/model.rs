@@ -346,6 +346,12 @@ impl Job {
         }
     }
 
+    /// How long the job has run, in seconds, when Slurm says when it started.
+    pub fn seconds_running(&self) -> Option<u64> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |now| now.as_secs());
+        self.start_time.get().filter(|start| *start > 0).map(|start| now.saturating_sub(start))
+    }
+
     /// The id a job update may name to change this record's job and no other, if there is one.
     /// slurmrestd refuses an update naming an array's task (`10_3`), and the array's own id (`10`)
     /// names its record, where the tasks not started yet wait together: a task is changed alone only

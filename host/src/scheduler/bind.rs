@@ -19,8 +19,7 @@ use super::node_room;
 use super::placeholder::Placeholder;
 use super::placement::pod_rules;
 use super::step::{Again, Plan, Step};
-use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT, UNHOSTED_PATIENCE};
-use crate::slurm::{Job, expand_hostlist};
+use super::timing::{RETRY, ROOM_RECHECK, ROOM_WAIT_LIMIT};
 
 /// What the pass observed of an unbound pod's running job.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +56,7 @@ pub enum Host {
 
 /// What an unbound pod's running job means for it: whether it may run there, and where it goes.
 pub async fn running<'a>(pod: &WatchedPod, placeholder: &'a Placeholder, ctx: &Context) -> Running<'a> {
-    if let Some(why) = misplaced(pod, placeholder, ctx) {
+    if let Some(why) = pod_rules::misplaced(&ctx.placement, pod, &placeholder.job, &ctx.pod_rules()) {
         return Running::Misplaced(why);
     }
     let own = match gang::own_node(pod, placeholder, ctx) {
@@ -73,7 +72,7 @@ pub async fn running<'a>(pod: &WatchedPod, placeholder: &'a Placeholder, ctx: &C
 
 /// Where the pod goes on the nodes `placeholder`'s job holds.
 pub async fn placing<'a>(pod: &WatchedPod, placeholder: Cow<'a, Placeholder>, ctx: &Context) -> Placing<'a> {
-    let may_wait = running_for(&placeholder.job).is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
+    let may_wait = placeholder.job.seconds_running().is_none_or(|seconds| seconds < ROOM_WAIT_LIMIT.as_secs());
     let host = match ctx.slurmd.kube_node_of(&placeholder.job.nodes) {
         None => Host::Unknown,
         Some(node) if may_wait => match room_held(pod, &node, ctx).await {
@@ -84,25 +83,6 @@ pub async fn placing<'a>(pod: &WatchedPod, placeholder: Cow<'a, Placeholder>, ct
     };
     let concern = matches!(host, Host::Node(_)) && pod_rules::concern(pod, &ctx.pod_rules());
     Placing { placeholder, host, concern }
-}
-
-/// Why the pod may not run on the nodes its job holds, if it may not.
-pub fn misplaced(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
-    let nodes = expand_hostlist(&placeholder.job.nodes).unwrap_or_else(|_| vec![placeholder.job.nodes.clone()]);
-    let running_for = running_for(&placeholder.job).unwrap_or_default();
-    if running_for >= UNHOSTED_PATIENCE.as_secs()
-        && let Some(node) = nodes.iter().find(|node| ctx.slurmd.kube_node_of(node).is_none())
-    {
-        return Some(format!("{node}: no slurmd pod hosts it, {running_for} s after the job started"));
-    }
-    nodes.iter().find_map(|node| {
-        let why = ctx
-            .placement
-            .refusal(spec, node)
-            .or_else(|| super::placement::pod_rules::refusal(pod, node, placeholder.job.job_id, &ctx.pod_rules()))?;
-        Some(format!("{node}: {why}"))
-    })
 }
 
 /// The pod leaving `node` whose requests leave no room there for `pod` yet, if one does. Only when
@@ -121,12 +101,6 @@ async fn room_held(pod: &WatchedPod, node: &str, ctx: &Context) -> Option<String
         }
     };
     node_room::overcommitted(pod, &kube_node, &neighbours).then_some(leaving)
-}
-
-/// How long the job has run, in seconds, when Slurm says when it started.
-fn running_for(job: &Job) -> Option<u64> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |now| now.as_secs());
-    job.start_time.get().filter(|start| *start > 0).map(|start| now.saturating_sub(start))
 }
 
 /// The binding of a pod whose job runs, once the Node can take it: the pod is assumed bound to the
@@ -160,6 +134,7 @@ pub fn binding(placing: Placing<'_>) -> Plan<'static> {
 mod tests {
     use super::*;
     use crate::scheduler::link::PodKey;
+    use crate::slurm::Job;
 
     #[test]
     fn a_running_job_binds_its_pod_unless_the_node_cannot_take_it() {

@@ -9,12 +9,11 @@
 use std::time::Duration;
 
 use super::bind::{self, Placing, Running};
-use super::conditions::{WaitReason, describe, pending_reason};
+use super::conditions::{WaitReason, describe};
 use super::gang::group::Group;
 use super::held::{self, Hold, UidGrant};
 use super::placeholder::Placeholder;
 use super::preemption::by_slurm::TakenBySlurm;
-use super::preemption::outcome::Outcome;
 use super::replace;
 use super::step::{Again, Plan, Step};
 use super::timing::{CONTAINERS_STOPPED_RECHECK, FIRST_LISTING_RECHECK, RECHECK, RETRY};
@@ -282,20 +281,6 @@ pub fn course(next: Next<'_>) -> Course<'_> {
         Next::Nothing => Plan::look_again(Again::OnChange),
     };
     Course::Plan(plan)
-}
-
-/// What a pod whose job waits in Slurm says: the job and Slurm's reason, and what preemption did for
-/// it, if it was considered; looked at again soon while victims leave.
-pub fn waiting_in_slurm(job: &Job, preemption: Option<&Outcome>) -> Plan<'static> {
-    let mut message = format!("waiting for Slurm: job {}", describe(job));
-    let mut again = RECHECK;
-    if let Some(outcome) = preemption {
-        message = format!("{message}; {}", outcome.note);
-        if outcome.look_again_soon {
-            again = RETRY;
-        }
-    }
-    Plan::wait(pending_reason(&job.state_reason), message, Again::After(again))
 }
 
 /// Whether a job was ended on purpose (cancelled, preempted, out of time), as opposed to failing.

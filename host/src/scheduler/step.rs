@@ -63,7 +63,7 @@ pub enum Step<'a> {
     /// Event written while the binding is made (a round trip before it would delay the binding).
     Bind { node: String, note: String, allocated: Option<String> },
     /// Carry out the preemption round the policy chose for the pod's waiting `job`, then say what the
-    /// job waits for and what the round did (`decide::waiting_in_slurm`); the plan ends there, looked
+    /// job waits for and what the round did (`waiting::said`); the plan ends there, looked
     /// at again as that says.
     Preempt { round: Box<Round>, job: &'a Job },
     /// Take `steps` on another pod: a gang member this pod's pass speaks for.

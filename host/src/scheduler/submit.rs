@@ -157,12 +157,7 @@ fn failed(pod: &WatchedPod, keys: Vec<PodKey>, job: &str, error: &SlurmError) ->
 
 /// Where the pod may go, or what it says when nowhere (a Node change brings it back).
 fn placement(pod: &WatchedPod, ctx: &Context) -> Result<Arc<Verdict>, Plan<'static>> {
-    placed(where_it_may_go(pod, ctx))
-}
-
-/// The Slurm nodes the pod may use, its own rules and its neighbours' counted.
-pub fn where_it_may_go(pod: &WatchedPod, ctx: &Context) -> Result<PodPlacement, Unreadable> {
-    ctx.placement.verdict(pod.needs()).map(|verdict| pod_rules::apply(verdict, pod, &ctx.pod_rules()))
+    placed(pod_rules::where_it_may_go(&ctx.placement, pod, &ctx.pod_rules()))
 }
 
 /// The nodes the pod may use, or what it says when there are none.

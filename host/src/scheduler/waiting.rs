@@ -3,19 +3,20 @@
 //! what the preemption policy chose for it), and the plan that follows ([`plan`], pure): the
 //! exclusions kept in line, the preemption round carried out, and what the pod says it waits for.
 
+use super::conditions::{describe, pending_reason};
 use super::context::Context;
-use super::decide::waiting_in_slurm;
 use super::link;
 use super::mapping::{self, Mapped};
 use super::placeholder::Placeholder;
 use super::placement::Verdict;
 use super::placement::exclusions;
 use super::placement::placement_checks::{Grounds, GroundsDigest};
-use super::placement::pod_rules::PodPlacement;
+use super::placement::pod_rules::{self, PodPlacement};
+use super::preemption::outcome::Outcome;
 use super::preemption::{self, Considered};
 use super::replace::replaced;
 use super::step::{Again, Plan, Step};
-use super::submit::where_it_may_go;
+use super::timing::{RECHECK, RETRY};
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
 use crate::slurm::{Job, JobState, compress_hostlist};
@@ -66,13 +67,27 @@ pub fn plan(placeholder: &Placeholder, waiting: Waiting) -> Plan<'_> {
     let waiting = match preemption {
         // What the pod then says depends on what the round did: the step says it, and ends the plan.
         Some(Considered::Chosen(round)) => Plan { steps: vec![Step::Preempt { round, job }], again: Again::OnChange },
-        Some(Considered::Settled(outcome)) => waiting_in_slurm(job, Some(&outcome)),
-        None => waiting_in_slurm(job, None),
+        Some(Considered::Settled(outcome)) => said(job, Some(&outcome)),
+        None => said(job, None),
     };
     match in_line {
         Some(step) => waiting.after(step),
         None => waiting,
     }
+}
+
+/// What a pod whose job waits in Slurm says: the job and Slurm's reason, and what preemption did for
+/// it, if it was considered; looked at again soon while victims leave.
+pub fn said(job: &Job, preemption: Option<&Outcome>) -> Plan<'static> {
+    let mut message = format!("waiting for Slurm: job {}", describe(job));
+    let mut again = RECHECK;
+    if let Some(outcome) = preemption {
+        message = format!("{message}; {}", outcome.note);
+        if outcome.look_again_soon {
+            again = RETRY;
+        }
+    }
+    Plan::wait(pending_reason(&job.state_reason), message, Again::After(again))
 }
 
 /// What a pending job's excluded nodes need, against the pod's placement rules as they are now (a
@@ -116,7 +131,7 @@ async fn excluded_nodes(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Conte
     let Ok(Mapped::Job(request)) = mapping::ask(pod, ctx).await else {
         return Ok(ExcludedNodes::Unjudged);
     };
-    let Ok(PodPlacement::Verdict(verdict)) = where_it_may_go(pod, ctx) else {
+    let Ok(PodPlacement::Verdict(verdict)) = pod_rules::where_it_may_go(&ctx.placement, pod, &ctx.pod_rules()) else {
         return Ok(ExcludedNodes::Unjudged);
     };
     // The verdict names every Slurm node: only the decision, a host list, outlives this call.
@@ -142,6 +157,7 @@ mod tests {
     use super::*;
     use crate::policy::worlds::ChooseVictimsInput;
     use crate::policy::{PreemptionDecision, Preemptor, WorkloadKind};
+    use crate::scheduler::conditions::WaitReason;
     use crate::scheduler::link::PodKey;
     use crate::scheduler::preemption::Round;
     use crate::scheduler::preemption::outcome::Outcome;
@@ -186,13 +202,13 @@ mod tests {
                 "in line, nothing to preempt: said",
                 ExcludedNodes::InLine(grounds),
                 None,
-                waiting_in_slurm(job, None).after(checked.clone()),
+                said(job, None).after(checked.clone()),
             ),
             (
                 "exclusions updated, preemption settled: said with why",
                 ExcludedNodes::Update { excluded, grounds },
                 Some(Considered::Settled(settled())),
-                waiting_in_slurm(job, Some(&settled())).after(update),
+                said(job, Some(&settled())).after(update),
             ),
             (
                 "the policy chose victims: the round, which says the wait",
@@ -236,6 +252,40 @@ mod tests {
         ];
         for (name, job, requested, expected) in rows {
             assert_eq!(judged(&job, &requested, &verdict, grounds), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_job_waiting_in_slurm_says_why_and_what_preemption_did() {
+        let waiting = |reason: &str| {
+            let mut job = Job { job_id: 7, job_state: vec!["PENDING".into()], ..Default::default() };
+            job.state_reason = reason.into();
+            job
+        };
+        let preempting = |soon| Outcome { note: "preempting job 3".into(), look_again_soon: soon };
+        let rows = [
+            ("for nodes", waiting("Resources"), None, WaitReason::Unschedulable, "", RECHECK),
+            ("for a dependency", waiting("Dependency"), None, WaitReason::SlurmJobPending, "", RECHECK),
+            (
+                "victims leaving",
+                waiting("Resources"),
+                Some(preempting(true)),
+                WaitReason::Unschedulable,
+                "; preempting job 3",
+                RETRY,
+            ),
+            (
+                "nothing to preempt",
+                waiting("Resources"),
+                Some(preempting(false)),
+                WaitReason::Unschedulable,
+                "; preempting job 3",
+                RECHECK,
+            ),
+        ];
+        for (name, job, outcome, reason, preemption, again) in rows {
+            let message = format!("waiting for Slurm: job 7 (PENDING: {}){preemption}", job.state_reason);
+            assert_eq!(said(&job, outcome.as_ref()), Plan::wait(reason, message, Again::After(again)), "{name}");
         }
     }
 }

@@ -14,15 +14,15 @@ mod submit;
 
 pub use submit::submit;
 
-use super::bind;
 use super::conditions::{WaitReason, says_already};
 use super::context::Context;
-use super::decide::waiting_in_slurm;
 use super::link;
 use super::placeholder::Placeholder;
 use super::placement::placement_checks::GroundsDigest;
+use super::placement::pod_rules;
 use super::step::{Again, Plan, Step};
 use super::timing::RETRY;
+use super::waiting;
 use super::watched_pod::WatchedPod;
 use crate::error::Error;
 use crate::slurm::{JobState, JobUpdate, Slurm, SlurmError};
@@ -72,7 +72,7 @@ async fn take(ctx: &Context, pod: &WatchedPod, step: Step<'_>) -> Result<Option<
         Step::Bind { node, note, allocated } => bind_to(ctx, pod, &node, note, allocated).await?,
         Step::Preempt { round, job } => {
             let outcome = preempt::preempt(ctx, pod, &round).await?;
-            let said = waiting_in_slurm(job, Some(&outcome));
+            let said = waiting::said(job, Some(&outcome));
             Box::pin(take_all(ctx, pod, said.steps)).await?;
             return Ok(Some(said.again));
         }
@@ -99,7 +99,9 @@ fn assume(ctx: &Context, pod: &WatchedPod, node: &str, recheck: Option<&Placehol
         ctx.assumed.assume(uid, node);
         return None;
     };
-    let why = ctx.assumed.judge_then_assume(uid, node, || bind::misplaced(pod, placeholder, ctx))?;
+    let why = ctx.assumed.judge_then_assume(uid, node, || {
+        pod_rules::misplaced(&ctx.placement, pod, &placeholder.job, &ctx.pod_rules())
+    })?;
     tracing::info!(pod = %placeholder.pod.name, %why, "not bound: a pod placed meanwhile refuses the node");
     Some(Again::After(RETRY))
 }

@@ -5,6 +5,10 @@
 //! the pool (`--pool-audit`, the chart's default); volumes need the claims and volumes, which it reads
 //! with `--volume-topology`. Without that read a pod with such a rule or claim waits `Unsupported`,
 //! never placed as if it had none.
+//!
+//! The two questions a pass asks of placement about one pod are answered here, the Node's own rules
+//! (`Placement`) and the pod-level ones together: where the pod may go ([`where_it_may_go`], for its
+//! job's excluded nodes) and why it may not run where its job does ([`misplaced`], before it is bound).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +16,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::Placement;
 use super::assumed::Assumed;
 use super::neighbourhood::Neighbourhood;
 use super::pod_affinity::{PodRules, judge};
@@ -23,8 +28,9 @@ use crate::scheduler::conditions::WaitReason;
 use crate::scheduler::grants::Grants;
 use crate::scheduler::job_cache::JobCache;
 use crate::scheduler::slurmd_pods::SlurmdPods;
+use crate::scheduler::timing::UNHOSTED_PATIENCE;
 use crate::scheduler::watched_pod::WatchedPod;
-use crate::slurm::expand_hostlist;
+use crate::slurm::{Job, Unreadable, expand_hostlist};
 
 /// What the pod-level rules read besides the pod, borrowed from the scheduler's context for one
 /// judgement.
@@ -239,6 +245,30 @@ fn excluding(verdict: &Verdict, refused: BTreeMap<String, String>) -> Verdict {
         joined.excluded.entry(node).or_insert(why);
     }
     joined
+}
+
+/// Where the pod may go: the Node-level verdict of its needs, narrowed by its pod-level rules and its
+/// neighbours'.
+pub fn where_it_may_go(placement: &Placement, pod: &WatchedPod, views: &Views) -> Result<PodPlacement, Unreadable> {
+    placement.verdict(pod.needs()).map(|verdict| apply(verdict, pod, views))
+}
+
+/// Why the pod may not run on the nodes `job` holds, if it may not: no slurmd pod hosts one of them
+/// long after the job started, or the Node's rules or the pod-level rules refuse one (a taint or label
+/// that appeared after the job was submitted, a neighbour placed since).
+pub fn misplaced(placement: &Placement, pod: &WatchedPod, job: &Job, views: &Views) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    let nodes = expand_hostlist(&job.nodes).unwrap_or_else(|_| vec![job.nodes.clone()]);
+    let running_for = job.seconds_running().unwrap_or_default();
+    if running_for >= UNHOSTED_PATIENCE.as_secs()
+        && let Some(node) = nodes.iter().find(|node| views.slurmd.kube_node_of(node).is_none())
+    {
+        return Some(format!("{node}: no slurmd pod hosts it, {running_for} s after the job started"));
+    }
+    nodes.iter().find_map(|node| {
+        let why = placement.refusal(spec, node).or_else(|| refusal(pod, node, job.job_id, views))?;
+        Some(format!("{node}: {why}"))
+    })
 }
 
 /// Why the pod's pod-level rules refuse `slurm_node`, where Slurm started its job `job_id`, if they do
