@@ -1,9 +1,17 @@
 //! A waiting pod's job follows its placement rules as Nodes change, and its routine recheck asks
-//! nothing of the job-mapper or Slurm while nothing it depends on has changed.
+//! nothing of the job-mapper or Slurm while nothing it depends on has changed; a running job's pod
+//! is bound only where its placement, judged again as it is assumed bound, still lets it run.
 
 use serde_json::json;
 
-use super::World;
+use super::{NAMESPACE, World};
+use crate::scheduler::executor;
+use crate::scheduler::link::PodKey;
+use crate::scheduler::placeholder::Placeholder;
+use crate::scheduler::step::{Again, Plan, Step};
+use crate::scheduler::timing::RETRY;
+use crate::scheduler::watched_pod::WatchedPod;
+use crate::slurm::{Job, NoValue};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_job_follows_a_taint_and_a_recheck_of_nothing_new_asks_nothing() {
@@ -129,4 +137,42 @@ async fn a_pod_whose_unmarked_task_was_replaced_and_nothing_fits_waits_and_is_no
     let writes = world.settle().await;
     assert!(world.pod("a").is_some(), "the pod was deleted: {writes:?}");
     assert_eq!(world.scheduled("a"), Some(("False".into(), "Unschedulable".into())));
+}
+
+/// A pass assumes its pod bound before it binds it, judging the pod's placement again as one step with
+/// the assumption when its rules concern other pods. Refused then (here: the job's node has no slurmd
+/// pod, long after the job started), nothing more of the plan is taken, nothing is assumed, and the
+/// pod is looked at again shortly; not refused, the pod is assumed and bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_assumption_ends_the_plan_before_the_binding() {
+    let mut world = World::new().await;
+    world.create("a", "1", json!({}), json!({}));
+    let pod = WatchedPod::from(&world.pod("a").expect("a"));
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let an_hour_ago = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 3600;
+    let job = Job {
+        job_id: 9,
+        job_state: vec!["RUNNING".into()],
+        nodes: "slurm-9".into(),
+        start_time: NoValue::of(an_hour_ago),
+        ..Default::default()
+    };
+    let key = PodKey { namespace: NAMESPACE.into(), name: "a".into(), uid: uid.clone() };
+    let placeholder = Placeholder { pod: key, job };
+    let plan = |recheck| Plan {
+        steps: vec![
+            Step::Assume { node: "kube-node-1".into(), recheck },
+            Step::Bind { node: "kube-node-1".into(), note: "bound".into(), allocated: None },
+        ],
+        again: Again::OnChange,
+    };
+
+    let refused = executor::execute(&world.ctx, &pod, plan(Some(Box::new(placeholder)))).await.expect("no write fails");
+    assert_eq!(refused, Again::After(RETRY));
+    assert_eq!((world.node_of("a"), world.ctx.assumed.node_of(&uid)), (None, None), "neither bound nor assumed");
+
+    let bound = executor::execute(&world.ctx, &pod, plan(None)).await.expect("the binding is made");
+    assert_eq!(bound, Again::OnChange);
+    assert_eq!(world.node_of("a").as_deref(), Some("kube-node-1"));
+    assert_eq!(world.ctx.assumed.node_of(&uid).as_deref(), Some("kube-node-1"));
 }
