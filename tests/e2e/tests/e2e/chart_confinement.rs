@@ -44,7 +44,10 @@ async fn accounted(ssh: &SshClient, job: &str, fields: &str) -> anyhow::Result<V
         }
     })
     .await;
-    ended.map_err(|error| error.context(last))
+    // A job left waiting says why, and so does every job and node of the cluster then (a job that
+    // stays COMPLETING keeps its node from the next).
+    let cluster = "squeue -h -a -o '%i %T %r %N'; sinfo -h -N -o '%N %T %E'";
+    ended.map_err(|error| error.context(format!("{last}; then: {}", ssh.run(cluster).unwrap_or_default())))
 }
 
 /// Restarts and termination reasons of every container of `pod`.
