@@ -1,9 +1,9 @@
 //! The scheduler's decision for one pod, pure: what was observed about the pod, its placeholder jobs
 //! and Slurm ([`Facts`]) -> a [`Decision`]: the duplicate jobs to cancel, and the one thing to do next
 //! ([`Next`]), and how that is carried out ([`course`]): the writes it takes, as a [`Plan`] for the
-//! executor, or the course that makes its plan as it goes (submitting, preempting: what Slurm answers
-//! chooses the next write; a waiting job: its exclusions are judged first). `reconcile` observes and
-//! carries the decision out; nothing here talks to Kubernetes or Slurm, so every path
+//! executor, or the course that reads further or writes first (a submission: what Slurm answers
+//! chooses the next write; a waiting job: its exclusions and the preemption policy's choice are read
+//! first, its plan pure). `reconcile` observes and carries the decision out; nothing here talks to Kubernetes or Slurm, so every path
 //! has a table-driven test.
 
 use std::time::Duration;

@@ -41,9 +41,10 @@ pub async fn observe(pod: &WatchedPod, placeholder: &Placeholder, ctx: &Context)
     } else {
         ExcludedNodes::Unjudged
     };
-    let preemption = match pending && excluded_nodes != ExcludedNodes::NeedsOwnJob {
-        true => preemption::consider(pod, placeholder, ctx).await,
-        false => None,
+    let preemption = if pending && excluded_nodes != ExcludedNodes::NeedsOwnJob {
+        preemption::consider(pod, placeholder, ctx).await
+    } else {
+        None
     };
     Ok(Waiting { excluded_nodes, preemption })
 }
@@ -257,10 +258,11 @@ mod tests {
 
     #[test]
     fn a_job_waiting_in_slurm_says_why_and_what_preemption_did() {
-        let waiting = |reason: &str| {
-            let mut job = Job { job_id: 7, job_state: vec!["PENDING".into()], ..Default::default() };
-            job.state_reason = reason.into();
-            job
+        let waiting = |reason: &str| Job {
+            job_id: 7,
+            job_state: vec!["PENDING".into()],
+            state_reason: reason.into(),
+            ..Default::default()
         };
         let preempting = |soon| Outcome { note: "preempting job 3".into(), look_again_soon: soon };
         let rows = [
